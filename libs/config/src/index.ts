@@ -1,0 +1,1 @@
+export function hello(): string { return 'hi'; }
