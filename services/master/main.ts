@@ -1,11 +1,10 @@
-import 'reflect-metadata';
-import { Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { hello } from '#libs/config';
+import { runService } from '#libs/service-runtime';
+import { MASTER_CONFIG } from './src/master-config.js';
+import { MasterModule } from './src/master.module.js';
 
-@Module({})
-class AppModule {}
-
-const app = await NestFactory.createApplicationContext(AppModule);
-app.enableShutdownHooks();
-console.log('master ready', hello());
+runService({
+  role: 'master',
+  config: MASTER_CONFIG,
+  module: (config) => MasterModule.forRoot(config),
+  readyLine: (_app, config) => `master ${config.id} ready (NATS ${config.natsUrl}, Redis ${config.redisUrl})`,
+});

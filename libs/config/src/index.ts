@@ -1,1 +1,12 @@
-export function hello(): string { return 'hi'; }
+export { ConfigError, ConfigErrors } from './errors.js';
+export { env, readConfig } from './env-config.js';
+export type { EnvField, EnvSpec } from './env-config.js';
+export {
+  COMMON_CONFIG,
+  DEFAULT_NATS_URL,
+  DEFAULT_REDIS_URL,
+  logLevelsFrom,
+  makeServiceId,
+  readServiceConfig,
+} from './service-config.js';
+export type { CommonConfig } from './service-config.js';

@@ -1,0 +1,132 @@
+import { ConfigError, ConfigErrors } from './errors.js';
+
+/** Reads one variable from the environment; throws `ConfigError` naming it when bad. */
+export interface EnvField<T> {
+  read(name: string, raw: string | undefined): T;
+  /** Human-readable description of the accepted values, for usage text. */
+  readonly describe: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+/** A map from environment variable names to their field readers. */
+export type EnvSpec<T> = { [K in keyof T]: readonly [variable: string, field: EnvField<T[K]>] };
+
+function present(raw: string | undefined): raw is string {
+  return raw !== undefined && raw.trim() !== '';
+}
+
+function required<T>(name: string, raw: string | undefined, fallback: T | undefined, parse: (s: string) => T): T {
+  if (!present(raw)) {
+    if (fallback === undefined) throw new ConfigError(name, 'is required but not set');
+    return fallback;
+  }
+  return parse(raw.trim());
+}
+
+/** Field readers with validation; `default` makes a field optional. */
+export const env = {
+  string(opts: { default?: string; pattern?: RegExp } = {}): EnvField<string> {
+    return {
+      describe: opts.pattern ? `string matching ${opts.pattern}` : 'string',
+      read: (name, raw) =>
+        required(name, raw, opts.default, (s) => {
+          if (opts.pattern && !opts.pattern.test(s)) throw new ConfigError(name, `"${s}" does not match ${opts.pattern}`);
+          return s;
+        }),
+    };
+  },
+
+  optionalString(): EnvField<string | undefined> {
+    return { describe: 'string (optional)', read: (_name, raw) => (present(raw) ? raw.trim() : undefined) };
+  },
+
+  url(opts: { default?: string; protocols: string[] }): EnvField<string> {
+    return {
+      describe: `URL (${opts.protocols.join(', ')})`,
+      read: (name, raw) =>
+        required(name, raw, opts.default, (s) => {
+          const urls = s.split(',').map((u) => u.trim());
+          for (const u of urls) {
+            let parsed: URL;
+            try {
+              parsed = new URL(u);
+            } catch (cause) {
+              throw new ConfigError(name, `"${u}" is not a URL`, { cause });
+            }
+            const protocol = parsed.protocol.replace(/:$/, '');
+            if (!opts.protocols.includes(protocol)) {
+              throw new ConfigError(name, `"${u}" must use ${opts.protocols.map((p) => `${p}://`).join(' or ')}`);
+            }
+            if (!parsed.hostname) throw new ConfigError(name, `"${u}" has no host`);
+          }
+          return s;
+        }),
+    };
+  },
+
+  int(opts: { default?: number; min?: number; max?: number } = {}): EnvField<number> {
+    const range = `${opts.min ?? '-inf'}..${opts.max ?? 'inf'}`;
+    return {
+      describe: `integer in ${range}`,
+      read: (name, raw) =>
+        required(name, raw, opts.default, (s) => {
+          if (!/^-?\d+$/.test(s)) throw new ConfigError(name, `"${s}" is not an integer`);
+          const n = Number(s);
+          if ((opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max)) {
+            throw new ConfigError(name, `${n} is outside ${range}`);
+          }
+          return n;
+        }),
+    };
+  },
+
+  number(opts: { default?: number; min?: number; max?: number } = {}): EnvField<number> {
+    const range = `${opts.min ?? '-inf'}..${opts.max ?? 'inf'}`;
+    return {
+      describe: `number in ${range}`,
+      read: (name, raw) =>
+        required(name, raw, opts.default, (s) => {
+          const n = Number(s);
+          if (!Number.isFinite(n)) throw new ConfigError(name, `"${s}" is not a number`);
+          if ((opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max)) {
+            throw new ConfigError(name, `${n} is outside ${range}`);
+          }
+          return n;
+        }),
+    };
+  },
+
+  oneOf<T extends string>(values: readonly T[], opts: { default?: T } = {}): EnvField<T> {
+    return {
+      describe: values.join(' | '),
+      read: (name, raw) =>
+        required(name, raw, opts.default, (s) => {
+          if (!(values as readonly string[]).includes(s)) {
+            throw new ConfigError(name, `"${s}" must be one of ${values.join(', ')}`);
+          }
+          return s as T;
+        }),
+    };
+  },
+};
+
+/**
+ * Reads every field of `spec` from `source` (default `process.env`), collecting all problems
+ * before throwing one `ConfigErrors`, so a user fixes their environment in one go.
+ */
+export function readConfig<T>(spec: EnvSpec<T>, source: Env = process.env): T {
+  const out = {} as T;
+  const errors: ConfigError[] = [];
+  for (const key of Object.keys(spec) as (keyof T)[]) {
+    const [variable, field] = spec[key];
+    try {
+      out[key] = field.read(variable, source[variable]);
+    } catch (err) {
+      if (err instanceof ConfigError) errors.push(err);
+      else throw err;
+    }
+  }
+  if (errors.length > 0) throw new ConfigErrors(errors);
+  return out;
+}

@@ -1,0 +1,48 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { env, readConfig, type EnvSpec } from './env-config.js';
+
+/** Default NATS server URL for a local cluster. */
+export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+/** Default Redis URL for a local cluster. */
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+/** Settings every Tributary service reads from its environment. */
+export interface CommonConfig {
+  /** NATS server URL(s), comma-separated (`NATS_URL`). */
+  natsUrl: string;
+  /** Redis URL (`REDIS_URL`). */
+  redisUrl: string;
+  /** This process's id (`TRIBUTARY_ID`), default `<role>-<host>-<pid>-<random>`. */
+  id?: string;
+  /** Log level (`LOG_LEVEL`). */
+  logLevel: 'error' | 'warn' | 'log' | 'debug' | 'verbose';
+}
+
+/** Environment fields shared by all services. */
+export const COMMON_CONFIG: EnvSpec<CommonConfig> = {
+  natsUrl: ['NATS_URL', env.url({ default: DEFAULT_NATS_URL, protocols: ['nats', 'tls', 'ws', 'wss'] })],
+  redisUrl: ['REDIS_URL', env.url({ default: DEFAULT_REDIS_URL, protocols: ['redis', 'rediss'] })],
+  id: ['TRIBUTARY_ID', env.optionalString()],
+  logLevel: ['LOG_LEVEL', env.oneOf(['error', 'warn', 'log', 'debug', 'verbose'] as const, { default: 'log' })],
+};
+
+/** Reads the common settings plus a service's own, all validated together. */
+export function readServiceConfig<T>(
+  own: EnvSpec<T>,
+  source: Record<string, string | undefined> = process.env,
+): CommonConfig & T {
+  return readConfig({ ...COMMON_CONFIG, ...own } as EnvSpec<CommonConfig & T>, source);
+}
+
+/** A process id that is unique across hosts and restarts. */
+export function makeServiceId(role: string): string {
+  const host = hostname().split('.')[0].replace(/[^A-Za-z0-9_-]/g, '-');
+  return `${role}-${host}-${process.pid}-${randomBytes(2).toString('hex')}`;
+}
+
+/** Nest log levels enabled at and above `level`. */
+export function logLevelsFrom(level: CommonConfig['logLevel']): CommonConfig['logLevel'][] {
+  const order: CommonConfig['logLevel'][] = ['error', 'warn', 'log', 'debug', 'verbose'];
+  return order.slice(0, order.indexOf(level) + 1);
+}

@@ -1,0 +1,80 @@
+import 'reflect-metadata';
+import { Logger, type DynamicModule, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ConfigErrors, logLevelsFrom, makeServiceId, readServiceConfig, type CommonConfig, type EnvSpec } from '#libs/config';
+import { ConnectionsModule } from './connections.module.js';
+
+/** How long a service may take to shut down before it is forced to exit. */
+export const SHUTDOWN_GRACE_MS = 30_000;
+
+/** What `bootstrapService` needs to know about a service. */
+export interface ServiceDefinition<T> {
+  role: 'master' | 'pserver' | 'trainer' | 'evaluator';
+  /** The service's own environment settings, validated with the common ones. */
+  config: EnvSpec<T>;
+  /** The root module, given the validated configuration. */
+  module: (config: CommonConfig & T & { id: string }) => DynamicModule;
+  /** The readiness line, given the running application. */
+  readyLine: (app: INestApplicationContext, config: CommonConfig & T & { id: string }) => string;
+}
+
+/**
+ * Starts a service: validates its environment (a bad value is one clear error and exit code 2),
+ * connects to NATS and Redis, builds the Nest application context, logs one readiness line,
+ * and on SIGTERM or SIGINT shuts down cleanly and exits 0.
+ */
+export async function bootstrapService<T>(def: ServiceDefinition<T>): Promise<INestApplicationContext> {
+  let config: CommonConfig & T & { id: string };
+  try {
+    const raw = readServiceConfig(def.config);
+    config = { ...raw, id: raw.id ?? makeServiceId(def.role) };
+  } catch (err) {
+    if (err instanceof ConfigErrors) {
+      process.stderr.write(`${def.role}: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = new Logger(def.role);
+  const app = await NestFactory.createApplicationContext(
+    {
+      module: class ServiceRootModule {},
+      imports: [ConnectionsModule.forRoot(config, def.role), def.module(config)],
+    },
+    { logger: logLevelsFrom(config.logLevel), abortOnError: false },
+  );
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.log(`${signal} received; shutting down`);
+    const force = setTimeout(() => {
+      logger.error(`shutdown took over ${SHUTDOWN_GRACE_MS} ms; exiting`);
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS);
+    force.unref();
+    app
+      .close()
+      .then(() => {
+        logger.log('stopped');
+        process.exit(0);
+      })
+      .catch((err: Error) => {
+        logger.error(`shutdown failed: ${err.message}`);
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  await app.init();
+  logger.log(def.readyLine(app, config));
+  return app;
+}
+
+/** Runs `bootstrapService`, turning a start-up failure into one error line and exit code 1. */
+export function runService<T>(def: ServiceDefinition<T>): void {
+  bootstrapService(def).catch((err: Error) => {
+    process.stderr.write(`${def.role}: failed to start: ${err.message}\n`);
+    process.exit(1);
+  });
+}

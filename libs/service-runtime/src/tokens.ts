@@ -1,0 +1,8 @@
+/** Injection token of the service's `NatsConnection`. */
+export const NATS_CONNECTION = Symbol('NATS_CONNECTION');
+/** Injection token of the service's `RedisConnection`. */
+export const REDIS_CONNECTION = Symbol('REDIS_CONNECTION');
+/** Injection token of the service's validated configuration object. */
+export const SERVICE_CONFIG = Symbol('SERVICE_CONFIG');
+/** Injection token of the service's KV buckets. */
+export const BUCKETS = Symbol('BUCKETS');
