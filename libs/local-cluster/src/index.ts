@@ -8,3 +8,13 @@ export {
   startRedisServer,
 } from './server-processes.js';
 export type { ServerProcess } from './server-processes.js';
+export {
+  LocalCluster,
+  RESTART_BACKOFF_MS,
+  SERVICE_READY_TIMEOUT_MS,
+  clusterFilePath,
+  defaultStateDir,
+  isAlive,
+  readClusterFile,
+} from './cluster-supervisor.js';
+export type { ClusterFile, ClusterOptions, ServiceProcessInfo, ServiceRole } from './cluster-supervisor.js';

@@ -1,0 +1,269 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { isUrlReachable, startNatsServer, startRedisServer, type ServerProcess } from './server-processes.js';
+
+/** Roles the supervisor runs, in start order. */
+export type ServiceRole = 'pserver' | 'master' | 'trainer' | 'evaluator';
+
+/** How long a service may take to log its readiness line. */
+export const SERVICE_READY_TIMEOUT_MS = 60_000;
+/** Delay before restarting a service that died, doubled per quick death. */
+export const RESTART_BACKOFF_MS = 1_000;
+
+/** What to start. */
+export interface ClusterOptions {
+  /** Repository root (holds `dist/services/<role>/main.js`). */
+  root: string;
+  /** State directory: logs, NATS and Redis data, `cluster.json`. */
+  stateDir: string;
+  natsUrl: string;
+  redisUrl: string;
+  trainers: number;
+  pservers: number;
+  masters: number;
+  evaluators: number;
+  /** Extra environment for every service. */
+  env?: Record<string, string>;
+  /** Restart a service that exits unexpectedly. */
+  restart: boolean;
+  /** Where progress lines go. */
+  say: (line: string) => void;
+}
+
+/** One supervised service process. */
+export interface ServiceProcessInfo {
+  role: ServiceRole;
+  index: number;
+  id: string;
+  pid: number | undefined;
+  state: 'starting' | 'ready' | 'restarting' | 'stopped' | 'exited';
+  restarts: number;
+  log: string;
+}
+
+/** The file `tributary up` writes so `down` and `ps` find the cluster. */
+export interface ClusterFile {
+  supervisorPid: number;
+  natsUrl: string;
+  redisUrl: string;
+  startedNats: boolean;
+  startedRedis: boolean;
+  ready: boolean;
+  services: ServiceProcessInfo[];
+}
+
+/** Path of the cluster file under a state directory. */
+export function clusterFilePath(stateDir: string): string {
+  return join(stateDir, 'cluster.json');
+}
+
+/** Reads the cluster file, or undefined when no cluster was started from this directory. */
+export function readClusterFile(stateDir: string): ClusterFile | undefined {
+  try {
+    return JSON.parse(readFileSync(clusterFilePath(stateDir), 'utf8')) as ClusterFile;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when a process with this pid exists. */
+export function isAlive(pid: number | undefined): boolean {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+class SupervisedService {
+  child?: ChildProcess;
+  info: ServiceProcessInfo;
+  private logStream: WriteStream;
+  private stopping = false;
+  private lastStart = 0;
+
+  constructor(
+    private readonly opts: ClusterOptions,
+    role: ServiceRole,
+    index: number,
+    private readonly extraEnv: Record<string, string>,
+    private readonly onChange: () => void,
+  ) {
+    const id = `${role}-${index}`;
+    const log = join(opts.stateDir, 'logs', `${id}.log`);
+    this.logStream = createWriteStream(log, { flags: 'a' });
+    this.info = { role, index, id, pid: undefined, state: 'starting', restarts: 0, log };
+  }
+
+  /** Starts the process and resolves once it logged its readiness line. */
+  start(): Promise<void> {
+    this.lastStart = Date.now();
+    const script = join(this.opts.root, 'dist', 'services', this.info.role, 'main.js');
+    const child = spawn(process.execPath, [script], {
+      cwd: this.opts.root,
+      env: {
+        ...process.env,
+        ...this.opts.env,
+        ...this.extraEnv,
+        NATS_URL: this.opts.natsUrl,
+        REDIS_URL: this.opts.redisUrl,
+        NO_COLOR: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.info.pid = child.pid;
+    this.info.state = 'starting';
+    this.onChange();
+    return new Promise((resolveReady, rejectReady) => {
+      let ready = false;
+      let recent = '';
+      const timer = setTimeout(() => {
+        if (!ready) rejectReady(new Error(`${this.info.id} not ready after ${SERVICE_READY_TIMEOUT_MS} ms; see ${this.info.log}`));
+      }, SERVICE_READY_TIMEOUT_MS);
+      const onData = (buf: Buffer) => {
+        this.logStream.write(buf);
+        if (ready) return;
+        recent = (recent + buf.toString()).slice(-4000);
+        if (/\bready\b/.test(recent)) {
+          ready = true;
+          clearTimeout(timer);
+          this.info.state = 'ready';
+          this.onChange();
+          resolveReady();
+        }
+      };
+      child.stdout?.on('data', onData);
+      child.stderr?.on('data', onData);
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        this.info.pid = undefined;
+        if (this.stopping) {
+          this.info.state = 'stopped';
+          this.onChange();
+          return;
+        }
+        this.info.state = 'exited';
+        this.opts.say(`${this.info.id} exited (${signal ?? `code ${code}`}); see ${this.info.log}`);
+        this.onChange();
+        if (!ready) rejectReady(new Error(`${this.info.id} exited before it was ready: ${recent.trim().split('\n').slice(-3).join(' | ')}`));
+        else if (this.opts.restart) this.scheduleRestart();
+      });
+    });
+  }
+
+  private scheduleRestart(): void {
+    const quick = Date.now() - this.lastStart < 30_000;
+    const delay = quick ? Math.min(30_000, RESTART_BACKOFF_MS * 2 ** this.info.restarts) : RESTART_BACKOFF_MS;
+    this.info.state = 'restarting';
+    this.info.restarts += 1;
+    this.onChange();
+    setTimeout(() => {
+      if (this.stopping) return;
+      this.opts.say(`restarting ${this.info.id}`);
+      this.start().catch((err: Error) => this.opts.say(err.message));
+    }, delay).unref();
+  }
+
+  /** SIGTERM, then SIGKILL after the grace period. */
+  async stop(graceMs = 35_000): Promise<void> {
+    this.stopping = true;
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(timer);
+    this.logStream.end();
+  }
+}
+
+/**
+ * A local cluster: NATS and Redis (started only when none answers at the configured URLs) and
+ * the Tributary services as child processes, restarted when they die unexpectedly.
+ */
+export class LocalCluster {
+  private services: SupervisedService[] = [];
+  private nats?: ServerProcess;
+  private redis?: ServerProcess;
+  private natsUrl: string;
+  private redisUrl: string;
+  private ready = false;
+
+  constructor(private readonly opts: ClusterOptions) {
+    this.natsUrl = opts.natsUrl;
+    this.redisUrl = opts.redisUrl;
+    mkdirSync(join(opts.stateDir, 'logs'), { recursive: true });
+  }
+
+  /** Starts everything; resolves when every service logged its readiness line. */
+  async start(): Promise<void> {
+    const { say } = this.opts;
+    if (await isUrlReachable(this.natsUrl)) say(`using NATS at ${this.natsUrl}`);
+    else {
+      const port = Number(new URL(this.natsUrl.split(',')[0]).port || 4222);
+      this.nats = await startNatsServer({ dir: join(this.opts.stateDir, 'nats'), port });
+      say(`started nats-server with JetStream on ${this.nats.url} (pid ${this.nats.child.pid})`);
+    }
+    if (await isUrlReachable(this.redisUrl)) say(`using Redis at ${this.redisUrl}`);
+    else {
+      const port = Number(new URL(this.redisUrl).port || 6379);
+      this.redis = await startRedisServer({ dir: join(this.opts.stateDir, 'redis'), port });
+      say(`started redis-server on ${this.redis.url} (pid ${this.redis.child.pid})`);
+    }
+    this.writeFile();
+    const plan: [ServiceRole, number, (i: number) => Record<string, string>][] = [
+      ['pserver', this.opts.pservers, (i) => ({ PSERVER_SHARD: String(i), PSERVER_DATA_DIR: join(this.opts.stateDir, `pserver-${i}`) })],
+      ['master', this.opts.masters, () => ({})],
+      ['trainer', this.opts.trainers, () => ({})],
+      ['evaluator', this.opts.evaluators, () => ({})],
+    ];
+    for (const [role, count, env] of plan) {
+      const group = Array.from({ length: count }, (_, i) => new SupervisedService(this.opts, role, i, env(i), () => this.writeFile()));
+      this.services.push(...group);
+      await Promise.all(group.map((s) => s.start()));
+      say(`${count} ${role}${count === 1 ? '' : 's'} ready`);
+    }
+    this.ready = true;
+    this.writeFile();
+  }
+
+  /** Stops services in reverse order, then the servers we started. */
+  async stop(): Promise<void> {
+    const order: ServiceRole[] = ['trainer', 'evaluator', 'master', 'pserver'];
+    for (const role of order) {
+      await Promise.all(this.services.filter((s) => s.info.role === role).map((s) => s.stop()));
+    }
+    await this.redis?.stop();
+    await this.nats?.stop();
+    this.ready = false;
+    rmSync(clusterFilePath(this.opts.stateDir), { force: true });
+  }
+
+  /** The supervised processes. */
+  list(): ServiceProcessInfo[] {
+    return this.services.map((s) => ({ ...s.info }));
+  }
+
+  private writeFile(): void {
+    const file: ClusterFile = {
+      supervisorPid: process.pid,
+      natsUrl: this.natsUrl,
+      redisUrl: this.redisUrl,
+      startedNats: this.nats !== undefined,
+      startedRedis: this.redis !== undefined,
+      ready: this.ready,
+      services: this.list(),
+    };
+    writeFileSync(clusterFilePath(this.opts.stateDir), JSON.stringify(file, null, 2));
+  }
+}
+
+/** The default state directory for a repository root. */
+export function defaultStateDir(root: string): string {
+  return resolve(root, '.tributary');
+}

@@ -1,0 +1,39 @@
+import { startTestServers, type TestServers } from './support/servers.js';
+import { startService } from './support/service-process.js';
+
+describe('services', () => {
+  let servers: TestServers;
+
+  beforeAll(async () => {
+    servers = await startTestServers();
+  });
+
+  afterAll(async () => {
+    await servers?.stop();
+  });
+
+  test.each(['master', 'pserver', 'trainer', 'evaluator'])(
+    'services - %s starts against NATS and Redis, logs one readiness line and stops cleanly on SIGTERM',
+    async (role) => {
+      const svc = startService(role, {
+        NATS_URL: servers.nats.url,
+        REDIS_URL: servers.redis.url,
+        PSERVER_SHARD: '0',
+        PSERVER_DATA_DIR: `${servers.dir}/pserver-0`,
+      });
+      const out = await svc.waitFor(/\bready\b/);
+      expect(out.match(/\bready\b/g)).toHaveLength(1);
+      svc.child.kill('SIGTERM');
+      const { code } = await svc.exited;
+      expect(code).toBe(0);
+    },
+  );
+
+  test('services - a bad environment value is one clear error at start-up', async () => {
+    const svc = startService('master', { NATS_URL: 'http://127.0.0.1:1', REDIS_URL: 'nope' });
+    const { code } = await svc.exited;
+    expect(code).toBe(2);
+    expect(svc.output()).toContain('NATS_URL: "http://127.0.0.1:1" must use nats://');
+    expect(svc.output()).toContain('REDIS_URL: "nope" is not a URL');
+  });
+});

@@ -1,0 +1,66 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** Repository root, from the test's working directory. */
+export const ROOT = process.cwd();
+
+/** A service started from the compiled output, as `nest start <role>` would. */
+export interface RunningService {
+  child: ChildProcess;
+  output: () => string;
+  /** Resolves with the output once `pattern` appears (rejects on exit or after `timeoutMs`). */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  /** Resolves with the exit code (or signal) once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `dist/services/<role>/main.js` with `env` added to this process's environment. */
+export function startService(role: string, env: Record<string, string>): RunningService {
+  const script = join(ROOT, 'dist', 'services', role, 'main.js');
+  if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first`);
+  const child = spawn(process.execPath, [script], {
+    env: { ...process.env, NO_COLOR: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const listeners = new Set<() => void>();
+  const onData = (b: Buffer) => {
+    out += b.toString();
+    for (const l of listeners) l();
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      for (const l of listeners) l();
+      resolve({ code, signal });
+    }),
+  );
+  return {
+    child,
+    output: () => out,
+    exited,
+    waitFor(pattern, timeoutMs = 30_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          listeners.delete(check);
+          reject(new Error(`timed out waiting for ${pattern} from ${role}; output:\n${out}`));
+        }, timeoutMs);
+        const check = () => {
+          if (pattern.test(out)) {
+            clearTimeout(timer);
+            listeners.delete(check);
+            resolve(out);
+          } else if (child.exitCode !== null || child.signalCode !== null) {
+            clearTimeout(timer);
+            listeners.delete(check);
+            reject(new Error(`${role} exited before ${pattern}; output:\n${out}`));
+          }
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+  };
+}
