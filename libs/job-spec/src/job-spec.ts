@@ -1,0 +1,223 @@
+/**
+ * The job spec as Tributary uses it after validation: every field that has a default is filled
+ * in, so consumers never apply defaults themselves. `proto/job.schema.json` is the contract these
+ * types mirror; `JOB_SPEC.md` explains each field.
+ */
+
+/** Element type of the features stored in a record. */
+export type FeatureDtype = 'uint8' | 'float32';
+
+/** Element type of the label stored in a record. */
+export type LabelDtype = 'int32' | 'float32';
+
+/** What each record holds and how it becomes model input and label. */
+export interface RecordLayout {
+  /** Shape of one example's features and of the model input, without the batch dimension. */
+  featureShape: number[];
+  featureDtype: FeatureDtype;
+  /** Factor applied to every feature when read (e.g. `1 / 255` for bytes). */
+  scale: number;
+  labelDtype: LabelDtype;
+  /** Number of classes: present for classification, absent for regression on one value. */
+  numClasses?: number;
+}
+
+/** The training and evaluation data. */
+export interface DatasetSpec {
+  /** Glob patterns of the RecordIO files to train on. */
+  train: string[];
+  /** Glob patterns of the held-out RecordIO files to evaluate on. */
+  eval: string[];
+  layout: RecordLayout;
+}
+
+/** Activation of the hidden layers of a preset model. */
+export type Activation = 'relu' | 'tanh' | 'sigmoid' | 'elu';
+
+/** The built-in multilayer perceptron. */
+export interface MlpModelSpec {
+  preset: 'mlp';
+  /** Units of each hidden dense layer, input side first. */
+  hiddenUnits: number[];
+  activation: Activation;
+  /** Dropout rate after each hidden layer, in [0, 1). */
+  dropout: number;
+}
+
+/** The built-in convolutional network: per entry of `filters`, a convolution and 2x2 pooling. */
+export interface CnnModelSpec {
+  preset: 'cnn';
+  /** Filters of each convolution layer, input side first. */
+  filters: number[];
+  /** Width and height of every convolution kernel. */
+  kernelSize: number;
+  /** Units of the dense layer before the output layer. */
+  denseUnits: number;
+  activation: Activation;
+}
+
+/**
+ * A TensorFlow.js layers topology, as `model.toJSON(null, false)` returns it. A spec that gave
+ * a `model.json` object (`{ modelTopology: ... }`) is unwrapped to this during validation.
+ */
+export interface LayersTopology {
+  class_name: string;
+  config: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** A user-supplied layers model. */
+export interface TopologyModelSpec {
+  preset?: undefined;
+  topology: LayersTopology;
+}
+
+/** The model to train; `preset` tells the kinds apart (absent for a topology). */
+export type ModelSpec = MlpModelSpec | CnnModelSpec | TopologyModelSpec;
+
+/** Plain stochastic gradient descent. */
+export interface SgdOptimizerSpec {
+  type: 'sgd';
+  learningRate: number;
+}
+
+/** Gradient descent with momentum. */
+export interface MomentumOptimizerSpec {
+  type: 'momentum';
+  learningRate: number;
+  /** Momentum coefficient, in [0, 1). */
+  momentum: number;
+}
+
+/** Adam, as `tf.train.adam`. */
+export interface AdamOptimizerSpec {
+  type: 'adam';
+  learningRate: number;
+  beta1: number;
+  beta2: number;
+  epsilon: number;
+}
+
+/** How the parameter servers turn gradients into updates; `type` tells the kinds apart. */
+export type OptimizerSpec = SgdOptimizerSpec | MomentumOptimizerSpec | AdamOptimizerSpec;
+
+/** `sync`: one step per model version once every live trainer reported; `async`: apply each gradient as it comes. */
+export type TrainingMode = 'sync' | 'async';
+
+/** When a claimed task counts as lost: after max(floorMs, multiplier x mean task time). */
+export interface TaskTimeoutSpec {
+  floorMs: number;
+  multiplier: number;
+}
+
+/** How work is cut up and handed out, and how failures are tolerated. */
+export interface TrainingSpec {
+  mode: TrainingMode;
+  /** Examples per minibatch; one gradient push per minibatch. */
+  batchSize: number;
+  /** RecordIO chunks per task. */
+  chunksPerTask: number;
+  /** Failures (or timeouts) after which a task is discarded. */
+  maxTaskFailures: number;
+  /** Recomputations of a minibatch whose gradient was refused as stale, before the task fails. */
+  maxGradientRetries: number;
+  taskTimeout: TaskTimeoutSpec;
+  /** Seed for weight initialisation and shuffling; absent for a fresh one per job. */
+  seed?: number;
+}
+
+/** How many trainers the job waits for and uses at most. */
+export interface TrainersSpec {
+  min: number;
+  max: number;
+}
+
+/** The parameter servers holding the model. */
+export interface PserversSpec {
+  /** Number of parameter shards. */
+  count: number;
+}
+
+/** What the evaluator measures: accuracy (higher is better) or loss (lower is better). */
+export type EvaluationMetric = 'accuracy' | 'loss';
+
+/** When and how snapshots are evaluated. */
+export interface EvaluationSpec {
+  everySteps: number;
+  /** Also evaluate after this many seconds; absent to evaluate by steps only. */
+  everySeconds?: number;
+  metric: EvaluationMetric;
+  /** Examples per inference batch. */
+  batchSize: number;
+  /** Examples scored per evaluation at most; absent for all of the eval files. */
+  maxExamples?: number;
+}
+
+/** When the job ends, whichever condition is met first; at least one is present. */
+export interface StopPolicySpec {
+  /** Metric value to reach: accuracy >= target, or loss <= target. */
+  target?: number;
+  /** Evaluations in a row without a new best metric. */
+  patience?: number;
+  /** Passes over the training files. */
+  maxEpochs?: number;
+  /** Seconds since the job started. */
+  maxSeconds?: number;
+}
+
+/** How often parameter servers checkpoint their shards. */
+export interface CheckpointSpec {
+  /** Also checkpoint after every this many steps; absent to checkpoint by time only. */
+  everySteps?: number;
+  everySeconds: number;
+  /** Checkpoints kept per shard (>= 2). */
+  keep: number;
+}
+
+/** A validated training job, defaults applied. */
+export interface JobSpec {
+  /** Identifier used in NATS subjects and Redis keys. */
+  id: string;
+  dataset: DatasetSpec;
+  model: ModelSpec;
+  optimizer: OptimizerSpec;
+  training: TrainingSpec;
+  trainers: TrainersSpec;
+  pservers: PserversSpec;
+  evaluation: EvaluationSpec;
+  stop: StopPolicySpec;
+  checkpoint: CheckpointSpec;
+  /** Directory for model.json, the weights and summary.json. */
+  output: string;
+}
+
+/**
+ * A job spec as a user may write it: fields with defaults are optional. Useful for building
+ * specs in code; pass the result to `validateJobSpec`.
+ */
+export interface JobSpecInput {
+  $schema?: string;
+  id: string;
+  dataset: {
+    train: string[];
+    eval: string[];
+    layout: Omit<RecordLayout, 'scale'> & { scale?: number };
+  };
+  model:
+    | ({ preset: 'mlp' } & Partial<Omit<MlpModelSpec, 'preset'>>)
+    | ({ preset: 'cnn' } & Partial<Omit<CnnModelSpec, 'preset'>>)
+    | { topology: Record<string, unknown> };
+  optimizer:
+    | SgdOptimizerSpec
+    | ({ type: 'momentum'; learningRate: number } & Partial<MomentumOptimizerSpec>)
+    | ({ type: 'adam'; learningRate: number } & Partial<AdamOptimizerSpec>);
+  training: { batchSize: number } & Partial<Omit<TrainingSpec, 'taskTimeout'>> & {
+      taskTimeout?: Partial<TaskTimeoutSpec>;
+    };
+  trainers?: Partial<TrainersSpec>;
+  pservers?: Partial<PserversSpec>;
+  evaluation?: Partial<EvaluationSpec>;
+  stop: StopPolicySpec;
+  checkpoint?: Partial<CheckpointSpec>;
+  output: string;
+}
