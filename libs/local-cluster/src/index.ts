@@ -1,4 +1,5 @@
 export {
+  NATS_MAX_PAYLOAD_BYTES,
   SERVER_START_TIMEOUT_MS,
   ServerStartError,
   freePort,

@@ -1,10 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { join } from 'node:path';
 
 /** How long to wait for a started server to accept connections. */
 export const SERVER_START_TIMEOUT_MS = 20_000;
+
+/** Largest NATS message the servers we start accept (job specs with big topologies). */
+export const NATS_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
 
 /** A server process we started, with the URL clients use. */
 export interface ServerProcess {
@@ -97,10 +100,13 @@ export async function startNatsServer(opts: { dir: string; port?: number; bin?: 
   const port = opts.port ?? (await freePort());
   const store = join(opts.dir, 'jetstream');
   mkdirSync(store, { recursive: true });
+  // Older nats-server releases take max_payload only from a config file.
+  const conf = join(opts.dir, 'nats-server.conf');
+  writeFileSync(conf, `max_payload: ${NATS_MAX_PAYLOAD_BYTES}\n`);
   return startProcess(
     'nats-server',
     opts.bin ?? 'nats-server',
-    ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store, '--max_payload', '8MB'],
+    ['-c', conf, '-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store],
     port,
     `nats://127.0.0.1:${port}`,
   );

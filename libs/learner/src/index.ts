@@ -1,0 +1,76 @@
+/**
+ * The learner library: the TensorFlow.js side of Tributary. Backend selection, the models a
+ * job spec describes, the learner interface a trainer drives, record decoding and model export.
+ */
+export { BACKEND_CHOICES, BACKEND_ENV_VAR, prepareWasmBackend, selectBackend } from './backend.js';
+export type { BackendChoice, BackendInfo, BackendKind, WasmBackendModule } from './backend.js';
+
+export { decodeBatch } from './batch.js';
+
+export {
+  BackendUnavailableError,
+  InvalidBatchError,
+  LearnerStateError,
+  ModelFilesError,
+  ModelSpecError,
+  ParamMismatchError,
+  RecordLayoutError,
+} from './errors.js';
+
+export { registerWasmKernels, WASM_MISSING_KERNELS, WASM_REPLACED_KERNELS } from './kernels/register.js';
+
+export { DEFAULT_LOCAL_LEARNING_RATE, TfjsLearner } from './learner.js';
+export type {
+  Batch,
+  EvaluationResult,
+  Learner,
+  NamedTensor,
+  NamedTensorDtype,
+  TfjsLearnerOptions,
+  TrainResult,
+  UpdateMode,
+} from './learner.js';
+
+export { MIN_PROBABILITY } from './loss-head.js';
+export type { OutputKind } from './loss-head.js';
+
+export {
+  fileSystemModelHandler,
+  loadLayersModelFromDir,
+  MODEL_JSON_FILE,
+  saveLayersModel,
+  WEIGHTS_FILE,
+} from './model-export.js';
+
+export { isPresetModel } from './model-spec.js';
+export type {
+  Activation,
+  CnnModelSpec,
+  FeatureDtype,
+  LabelDtype,
+  LearnerSpec,
+  MlpModelSpec,
+  ModelSpec,
+  RecordLayout,
+  TopologyModelSpec,
+} from './model-spec.js';
+
+export {
+  buildModel,
+  modelInputShape,
+  OUTPUT_LAYER_NAME,
+  PRESET_ACTIVATIONS,
+  PROBABILITIES_LAYER_NAME,
+} from './models.js';
+
+export { namedTrainableVariables } from './param-names.js';
+export type { NamedVariable } from './param-names.js';
+
+export {
+  encodeRecord,
+  FEATURE_DTYPE_CODES,
+  LABEL_DTYPE_CODES,
+  parseRecordHeader,
+  RECORD_FORMAT_VERSION,
+} from './record.js';
+export type { RecordEncoding, RecordHeader } from './record.js';

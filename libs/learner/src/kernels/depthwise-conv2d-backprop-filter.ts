@@ -1,0 +1,103 @@
+import {
+  backend_util,
+  DepthwiseConv2dNativeBackpropFilter,
+  type KernelConfig,
+  type KernelFunc,
+  type Tensor4D,
+  type TensorInfo,
+} from '@tensorflow/tfjs';
+import { allocateWithViews, type WasmHeapBackend } from './wasm-heap.js';
+
+/**
+ * Gradient of a depthwise conv2d (NHWC) with respect to its filter, on plain typed arrays.
+ * `out` receives `[filterHeight, filterWidth, inChannels, channelMultiplier]`; output channel
+ * `d1 * channelMultiplier + dm` reads input channel `d1`. Sums are kept in float64.
+ */
+export function depthwiseConv2dBackpropFilterValues(
+  x: Float32Array,
+  dy: Float32Array,
+  info: backend_util.Conv2DInfo,
+  out: Float32Array,
+): void {
+  const {
+    batchSize,
+    inHeight,
+    inWidth,
+    inChannels,
+    outHeight,
+    outWidth,
+    outChannels,
+    filterHeight,
+    filterWidth,
+    strideHeight,
+    strideWidth,
+    dilationHeight,
+    dilationWidth,
+  } = info;
+  const chMul = outChannels / inChannels;
+  const top = info.padInfo.top;
+  const left = info.padInfo.left;
+  const acc = new Float64Array(filterHeight * filterWidth * inChannels * chMul);
+  for (let b = 0; b < batchSize; b++) {
+    for (let yR = 0; yR < outHeight; yR++) {
+      for (let wR = 0; wR < filterHeight; wR++) {
+        const xR = yR * strideHeight + wR * dilationHeight - top;
+        if (xR < 0 || xR >= inHeight) continue;
+        for (let yC = 0; yC < outWidth; yC++) {
+          const dyBase = ((b * outHeight + yR) * outWidth + yC) * outChannels;
+          for (let wC = 0; wC < filterWidth; wC++) {
+            const xC = yC * strideWidth + wC * dilationWidth - left;
+            if (xC < 0 || xC >= inWidth) continue;
+            const xBase = ((b * inHeight + xR) * inWidth + xC) * inChannels;
+            const accBase = (wR * filterWidth + wC) * inChannels * chMul;
+            for (let d1 = 0; d1 < inChannels; d1++) {
+              const xv = x[xBase + d1]!;
+              const a = accBase + d1 * chMul;
+              const g = dyBase + d1 * chMul;
+              for (let dm = 0; dm < chMul; dm++) {
+                acc[a + dm]! += xv * dy[g + dm]!;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  out.set(acc);
+}
+
+interface DepthwiseBackpropFilterArgs {
+  inputs: { x: TensorInfo; dy: TensorInfo };
+  backend: WasmHeapBackend;
+  attrs: {
+    strides: [number, number] | number;
+    dilations: [number, number] | number;
+    pad: 'valid' | 'same' | number | backend_util.ExplicitPadding;
+    dimRoundingMode?: 'floor' | 'round' | 'ceil';
+    filterShape: [number, number, number, number];
+  };
+}
+
+function depthwiseConv2dBackpropFilter({ inputs, backend, attrs }: DepthwiseBackpropFilterArgs): TensorInfo {
+  const { x, dy } = inputs;
+  const { strides, dilations, pad, dimRoundingMode, filterShape } = attrs;
+  const info = backend_util.computeConv2DInfo(
+    x.shape as Tensor4D['shape'],
+    filterShape,
+    strides,
+    dilations,
+    pad,
+    dimRoundingMode,
+    true,
+  );
+  const { out, outView, inputViews } = allocateWithViews(backend, filterShape, [x, dy]);
+  depthwiseConv2dBackpropFilterValues(inputViews[0]!, inputViews[1]!, info, outView);
+  return out;
+}
+
+/** `DepthwiseConv2dNativeBackpropFilter` for the wasm backend, which ships without it. */
+export const depthwiseConv2dBackpropFilterConfig: KernelConfig = {
+  kernelName: DepthwiseConv2dNativeBackpropFilter,
+  backendName: 'wasm',
+  kernelFunc: depthwiseConv2dBackpropFilter as unknown as KernelFunc,
+};

@@ -1,0 +1,103 @@
+import {
+  backend_util,
+  DepthwiseConv2dNativeBackpropInput,
+  type KernelConfig,
+  type KernelFunc,
+  type TensorInfo,
+} from '@tensorflow/tfjs';
+import { allocateWithViews, type WasmHeapBackend } from './wasm-heap.js';
+
+/**
+ * Gradient of a depthwise conv2d (NHWC) with respect to its input, on plain typed arrays: each
+ * output gradient is scattered back through the filter taps that produced it. `out` receives
+ * the input-shaped result. Sums are kept in float64.
+ */
+export function depthwiseConv2dBackpropInputValues(
+  dy: Float32Array,
+  filter: Float32Array,
+  info: backend_util.Conv2DInfo,
+  out: Float32Array,
+): void {
+  const {
+    batchSize,
+    inHeight,
+    inWidth,
+    inChannels,
+    outHeight,
+    outWidth,
+    outChannels,
+    filterHeight,
+    filterWidth,
+    strideHeight,
+    strideWidth,
+    dilationHeight,
+    dilationWidth,
+  } = info;
+  const chMul = outChannels / inChannels;
+  const top = info.padInfo.top;
+  const left = info.padInfo.left;
+  const acc = new Float64Array(batchSize * inHeight * inWidth * inChannels);
+  for (let b = 0; b < batchSize; b++) {
+    for (let yR = 0; yR < outHeight; yR++) {
+      for (let wR = 0; wR < filterHeight; wR++) {
+        const xR = yR * strideHeight + wR * dilationHeight - top;
+        if (xR < 0 || xR >= inHeight) continue;
+        for (let yC = 0; yC < outWidth; yC++) {
+          const dyBase = ((b * outHeight + yR) * outWidth + yC) * outChannels;
+          for (let wC = 0; wC < filterWidth; wC++) {
+            const xC = yC * strideWidth + wC * dilationWidth - left;
+            if (xC < 0 || xC >= inWidth) continue;
+            const xBase = ((b * inHeight + xR) * inWidth + xC) * inChannels;
+            const fBase = (wR * filterWidth + wC) * inChannels * chMul;
+            for (let d1 = 0; d1 < inChannels; d1++) {
+              const f = fBase + d1 * chMul;
+              const g = dyBase + d1 * chMul;
+              let sum = 0;
+              for (let dm = 0; dm < chMul; dm++) {
+                sum += dy[g + dm]! * filter[f + dm]!;
+              }
+              acc[xBase + d1]! += sum;
+            }
+          }
+        }
+      }
+    }
+  }
+  out.set(acc);
+}
+
+interface DepthwiseBackpropInputArgs {
+  inputs: { dy: TensorInfo; filter: TensorInfo };
+  backend: WasmHeapBackend;
+  attrs: {
+    strides: [number, number] | number;
+    dilations: [number, number] | number;
+    pad: 'valid' | 'same' | number | backend_util.ExplicitPadding;
+    dimRoundingMode?: 'floor' | 'round' | 'ceil';
+    inputShape: [number, number, number, number];
+  };
+}
+
+function depthwiseConv2dBackpropInput({ inputs, backend, attrs }: DepthwiseBackpropInputArgs): TensorInfo {
+  const { dy, filter } = inputs;
+  const { strides, dilations, pad, dimRoundingMode, inputShape } = attrs;
+  const info = backend_util.computeConv2DInfo(
+    inputShape,
+    filter.shape as [number, number, number, number],
+    strides,
+    dilations,
+    pad,
+    dimRoundingMode,
+    true,
+  );
+  const { out, outView, inputViews } = allocateWithViews(backend, inputShape, [dy, filter]);
+  depthwiseConv2dBackpropInputValues(inputViews[0]!, inputViews[1]!, info, outView);
+  return out;
+}
+
+/** `DepthwiseConv2dNativeBackpropInput` for the wasm backend, which ships without it. */
+export const depthwiseConv2dBackpropInputConfig: KernelConfig = {
+  kernelName: DepthwiseConv2dNativeBackpropInput,
+  backendName: 'wasm',
+  kernelFunc: depthwiseConv2dBackpropInput as unknown as KernelFunc,
+};

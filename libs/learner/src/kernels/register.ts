@@ -1,0 +1,40 @@
+import { getKernel, registerKernel, unregisterKernel, type KernelConfig } from '@tensorflow/tfjs';
+import { conv2dBackpropFilterConfig } from './conv2d-backprop-filter.js';
+import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop-filter.js';
+import { depthwiseConv2dBackpropInputConfig } from './depthwise-conv2d-backprop-input.js';
+import { maxPoolGradConfig } from './max-pool-grad.js';
+
+/**
+ * Kernels the wasm backend lacks but training needs: the filter gradient of conv2d, and both
+ * gradients of depthwise conv2d (separable and depthwise layers in topology models). Each is
+ * registered only where the backend has none.
+ */
+export const WASM_MISSING_KERNELS: readonly KernelConfig[] = [
+  conv2dBackpropFilterConfig,
+  depthwiseConv2dBackpropFilterConfig,
+  depthwiseConv2dBackpropInputConfig,
+];
+
+/** Kernels whose wasm version gives wrong results; ours replace them. */
+export const WASM_REPLACED_KERNELS: readonly KernelConfig[] = [maxPoolGradConfig];
+
+/**
+ * Registers {@link WASM_MISSING_KERNELS} where absent and {@link WASM_REPLACED_KERNELS} in place
+ * of the backend's own. Idempotent. Returns the names of the kernels registered by this call.
+ */
+export function registerWasmKernels(): string[] {
+  const registered: string[] = [];
+  for (const config of WASM_MISSING_KERNELS) {
+    if (getKernel(config.kernelName, config.backendName) !== undefined) continue;
+    registerKernel(config);
+    registered.push(config.kernelName);
+  }
+  for (const config of WASM_REPLACED_KERNELS) {
+    const current = getKernel(config.kernelName, config.backendName);
+    if (current === config) continue;
+    if (current !== undefined) unregisterKernel(config.kernelName, config.backendName);
+    registerKernel(config);
+    registered.push(config.kernelName);
+  }
+  return registered;
+}

@@ -1,0 +1,375 @@
+import * as tf from '@tensorflow/tfjs';
+import fc from 'fast-check';
+import { prepareWasmBackend } from './backend.js';
+import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
+import { TfjsLearner, type Batch, type NamedTensor } from './learner.js';
+import type { LearnerSpec } from './model-spec.js';
+
+/** Deterministic values in [-1, 1) from a seed (mulberry32). */
+function randomValues(seed: number, n: number): Float32Array {
+  let s = seed >>> 0;
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    out[i] = ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
+  }
+  return out;
+}
+
+const MLP_SPEC: LearnerSpec = {
+  model: { preset: 'mlp', hiddenUnits: [16, 8], activation: 'tanh', dropout: 0 },
+  layout: { featureShape: [4, 3], featureDtype: 'float32', scale: 1, labelDtype: 'int32', numClasses: 3 },
+  seed: 7,
+};
+
+const CNN_SPEC: LearnerSpec = {
+  model: { preset: 'cnn', filters: [3, 4], kernelSize: 3, denseUnits: 8, activation: 'elu' },
+  layout: { featureShape: [8, 8, 1], featureDtype: 'uint8', scale: 1 / 255, labelDtype: 'int32', numClasses: 4 },
+  seed: 11,
+};
+
+const REGRESSION_SPEC: LearnerSpec = {
+  model: { preset: 'mlp', hiddenUnits: [8], activation: 'relu', dropout: 0 },
+  layout: { featureShape: [5], featureDtype: 'float32', scale: 1, labelDtype: 'float32' },
+  seed: 3,
+};
+
+function makeBatch(spec: LearnerSpec, size: number, seed: number): Batch {
+  const perExample = spec.layout.featureShape.reduce((a, b) => a * b, 1);
+  const features = randomValues(seed, size * perExample);
+  const raw = randomValues(seed + 1, size);
+  const numClasses = spec.layout.numClasses;
+  const labels =
+    numClasses === undefined
+      ? raw
+      : Int32Array.from(raw, (v) => Math.min(numClasses - 1, Math.floor(((v + 1) / 2) * numClasses)));
+  return { features, labels, size };
+}
+
+function sliceBatch(batch: Batch, start: number, end: number): Batch {
+  const perExample = batch.features.length / batch.size;
+  return {
+    features: batch.features.slice(start * perExample, end * perExample),
+    labels: batch.labels.slice(start, end),
+    size: end - start,
+  };
+}
+
+function maxAbsDiff(a: NamedTensor[], b: NamedTensor[]): number {
+  let max = 0;
+  a.forEach((t, i) => {
+    expect(b[i]!.name).toBe(t.name);
+    for (let j = 0; j < t.data.length; j++) max = Math.max(max, Math.abs(t.data[j]! - b[i]!.data[j]!));
+  });
+  return max;
+}
+
+describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
+  beforeAll(async () => {
+    await prepareWasmBackend();
+    expect(await tf.setBackend(backendName)).toBe(true);
+  });
+
+  it('learner - two learners with the same seed start from identical params', async () => {
+    for (const spec of [MLP_SPEC, CNN_SPEC]) {
+      const a = new TfjsLearner();
+      const b = new TfjsLearner();
+      await a.initialize(spec);
+      await b.initialize(spec);
+      const pa = await a.getParams();
+      const pb = await b.getParams();
+      expect(pb.map((p) => p.name)).toEqual(pa.map((p) => p.name));
+      expect(maxAbsDiff(pa, pb)).toBe(0);
+      a.shutdown();
+      b.shutdown();
+    }
+  });
+
+  it('learner - different seeds give different params', async () => {
+    const a = new TfjsLearner();
+    const b = new TfjsLearner();
+    await a.initialize(MLP_SPEC);
+    await b.initialize({ ...MLP_SPEC, seed: 8 });
+    expect(maxAbsDiff(await a.getParams(), await b.getParams())).toBeGreaterThan(0);
+    a.shutdown();
+    b.shutdown();
+  });
+
+  it('learner - param names are canonical and do not depend on earlier models', async () => {
+    const a = new TfjsLearner();
+    await a.initialize(MLP_SPEC);
+    const b = new TfjsLearner();
+    await b.initialize(MLP_SPEC);
+    expect(a.paramNames).toEqual([
+      'layers/1/kernel',
+      'layers/1/bias',
+      'layers/2/kernel',
+      'layers/2/bias',
+      'layers/3/kernel',
+      'layers/3/bias',
+    ]);
+    expect(b.paramNames).toEqual(a.paramNames);
+    a.shutdown();
+    b.shutdown();
+  });
+
+  it('learner - the gradient on a batch is the sample-weighted mean of the gradients on its parts', async () => {
+    for (const spec of [MLP_SPEC, CNN_SPEC, REGRESSION_SPEC]) {
+      const learner = new TfjsLearner();
+      await learner.initialize(spec);
+      const params = await learner.getParams();
+      await fc.assert(
+        fc.asyncProperty(fc.integer({ min: 2, max: 12 }), fc.integer(), fc.nat(), async (size, seed, cut) => {
+          const split = 1 + (cut % (size - 1));
+          const batch = makeBatch(spec, size, seed);
+          learner.setParams(params);
+          await learner.train(batch);
+          const whole = learner.getUpdate();
+
+          learner.setParams(params);
+          await learner.train(sliceBatch(batch, 0, split));
+          const first = learner.getUpdate();
+          learner.setParams(params);
+          await learner.train(sliceBatch(batch, split, size));
+          const second = learner.getUpdate();
+          const weighted = first.map((t, i) => ({
+            ...t,
+            data: t.data.map((v, j) => (v * split + second[i]!.data[j]! * (size - split)) / size),
+          }));
+          expect(maxAbsDiff(whole, weighted)).toBeLessThanOrEqual(1e-5);
+
+          learner.setParams(params);
+          await learner.train(sliceBatch(batch, 0, split));
+          await learner.train(sliceBatch(batch, split, size));
+          expect(maxAbsDiff(whole, learner.getUpdate())).toBeLessThanOrEqual(1e-5);
+        }),
+        { numRuns: 6 },
+      );
+      learner.shutdown();
+    }
+  });
+
+  it('learner - 50 train steps leak no tensors', async () => {
+    for (const [mode, spec] of [
+      ['gradient', CNN_SPEC],
+      ['delta', MLP_SPEC],
+    ] as const) {
+      const before = tf.memory().numTensors;
+      const learner = new TfjsLearner({ mode });
+      await learner.initialize(spec);
+      const params = await learner.getParams();
+      const batch = makeBatch(spec, 2, 1);
+      let steady = -1;
+      for (let step = 0; step < 50; step++) {
+        learner.setParams(params);
+        await learner.train(batch);
+        if (step % 2 === 0) await learner.train(batch);
+        learner.getUpdate();
+        if (step % 10 === 0) await learner.evaluate(batch);
+        if (step === 0) steady = tf.memory().numTensors;
+      }
+      expect(tf.memory().numTensors).toBe(steady);
+      learner.shutdown();
+      expect(tf.memory().numTensors).toBe(before);
+    }
+  });
+
+  it('learner - applying the updates as SGD lowers the loss', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(MLP_SPEC);
+    let params = await learner.getParams();
+    const batch = makeBatch(MLP_SPEC, 32, 5);
+    const losses: number[] = [];
+    for (let step = 0; step < 30; step++) {
+      learner.setParams(params);
+      losses.push((await learner.train(batch)).loss);
+      const update = learner.getUpdate();
+      params = params.map((p, i) => ({ ...p, data: p.data.map((v, j) => v - 0.5 * update[i]!.data[j]!) }));
+    }
+    expect(losses[29]!).toBeLessThan(losses[0]! * 0.7);
+    learner.shutdown();
+  });
+
+  it('learner - delta mode returns the change made by local SGD steps', async () => {
+    const rate = 0.1;
+    const learner = new TfjsLearner({ mode: 'delta', localLearningRate: rate });
+    await learner.initialize(MLP_SPEC);
+    const reference = new TfjsLearner();
+    await reference.initialize(MLP_SPEC);
+    const start = await learner.getParams();
+    const batch = makeBatch(MLP_SPEC, 8, 9);
+
+    reference.setParams(start);
+    await reference.train(batch);
+    const gradient = reference.getUpdate();
+    learner.setParams(start);
+    await learner.train(batch);
+    const delta = learner.getUpdate();
+    const expected = gradient.map((g) => ({ ...g, data: g.data.map((v) => -rate * v) }));
+    expect(maxAbsDiff(delta, expected)).toBeLessThanOrEqual(1e-6);
+
+    const now = await learner.getParams();
+    const moved = start.map((p, i) => ({ ...p, data: p.data.map((v, j) => v + delta[i]!.data[j]!) }));
+    expect(maxAbsDiff(now, moved)).toBeLessThanOrEqual(1e-6);
+
+    await learner.train(batch);
+    await learner.train(batch);
+    const second = learner.getUpdate();
+    const after = await learner.getParams();
+    const twoSteps = now.map((p, i) => ({ ...p, data: p.data.map((v, j) => v + second[i]!.data[j]!) }));
+    expect(maxAbsDiff(after, twoSteps)).toBeLessThanOrEqual(1e-6);
+    learner.shutdown();
+    reference.shutdown();
+  });
+
+  it('learner - getUpdate repeats the last update until the next train call', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(MLP_SPEC);
+    expect(() => learner.getUpdate()).toThrow(LearnerStateError);
+    await learner.train(makeBatch(MLP_SPEC, 4, 1));
+    const first = learner.getUpdate();
+    expect(learner.getUpdate()).toBe(first);
+    await learner.train(makeBatch(MLP_SPEC, 4, 2));
+    expect(maxAbsDiff(learner.getUpdate(), first)).toBeGreaterThan(0);
+    learner.setParams(await learner.getParams());
+    expect(() => learner.getUpdate()).toThrow(LearnerStateError);
+    learner.shutdown();
+  });
+
+  it('learner - setParams refuses mismatched params and changes nothing', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(MLP_SPEC);
+    const params = await learner.getParams();
+    const wrongShape = params.map((p, i) => (i === 2 ? { ...p, shape: [p.shape[1]!, p.shape[0]!] } : p));
+    expect(() => learner.setParams(wrongShape)).toThrow(/layers\/2\/kernel.*shape \[8, 16\], expected \[16, 8\]/);
+    expect(() => learner.setParams(params.slice(1))).toThrow(ParamMismatchError);
+    expect(() => learner.setParams([...params, { ...params[0]!, name: 'extra' }])).toThrow(/unknown parameters: extra/);
+    const zeros: NamedTensor[] = params.map((p) => ({ ...p, data: new Float32Array(p.data.length) }));
+    zeros[0] = { ...zeros[0]!, dtype: 'int32', data: new Int32Array(zeros[0]!.data.length) };
+    expect(() => learner.setParams(zeros)).toThrow(/dtype int32, expected float32/);
+    expect(maxAbsDiff(await learner.getParams(), params)).toBe(0);
+    learner.shutdown();
+  });
+
+  it('learner - malformed batches are refused', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(MLP_SPEC);
+    const batch = makeBatch(MLP_SPEC, 4, 1);
+    await expect(learner.train({ ...batch, size: 5 })).rejects.toThrow(InvalidBatchError);
+    await expect(learner.train({ ...batch, labels: Int32Array.of(0, 1, 3, 2) })).rejects.toThrow(
+      /label 3 of example 2 is not a class index in \[0, 3\)/,
+    );
+    await expect(learner.evaluate({ ...batch, features: batch.features.subarray(1) })).rejects.toThrow(
+      /47 feature values/,
+    );
+    learner.shutdown();
+  });
+
+  it('learner - evaluate sums per-example losses and counts correct predictions', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(MLP_SPEC);
+    const batch = makeBatch(MLP_SPEC, 10, 4);
+    const { loss } = await learner.train(batch);
+    const result = await learner.evaluate(batch);
+    expect(result.samples).toBe(10);
+    expect(result.lossSum).toBeCloseTo(loss * 10, 4);
+    const predicted = tf.tidy(() =>
+      (learner.model.predict(tf.tensor(batch.features, [10, 4, 3])) as tf.Tensor).argMax(1).dataSync(),
+    );
+    const correct = Array.from(predicted).filter((c, i) => c === batch.labels[i]).length;
+    expect(result.correct).toBe(correct);
+    learner.shutdown();
+  });
+
+  it('learner - cross-entropy stays finite for saturated logits', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(MLP_SPEC);
+    const params = await learner.getParams();
+    learner.setParams(params.map((p) => ({ ...p, data: p.data.map((v) => v * 1e4) })));
+    const { loss } = await learner.train(makeBatch(MLP_SPEC, 16, 2));
+    expect(Number.isFinite(loss)).toBe(true);
+    expect(loss).toBeGreaterThan(10);
+    for (const t of learner.getUpdate()) expect(t.data.every((v) => Number.isFinite(v))).toBe(true);
+    learner.shutdown();
+  });
+
+  it('learner - regression uses the mean squared error', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(REGRESSION_SPEC);
+    const batch = makeBatch(REGRESSION_SPEC, 6, 3);
+    const { loss } = await learner.train(batch);
+    const predicted = tf.tidy(() => (learner.model.predict(tf.tensor(batch.features, [6, 5])) as tf.Tensor).dataSync());
+    const mse = Array.from(predicted).reduce((s, p, i) => s + (p - batch.labels[i]!) ** 2, 0) / 6;
+    expect(loss).toBeCloseTo(mse, 5);
+    expect((await learner.evaluate(batch)).correct).toBe(0);
+    learner.shutdown();
+  });
+
+  it('learner - a topology model trains and keeps canonical names', async () => {
+    const source = tf.sequential({
+      layers: [
+        tf.layers.dense({ inputShape: [12], units: 6, activation: 'relu', name: 'first' }),
+        tf.layers.dense({ units: 3, activation: 'softmax', name: 'second' }),
+      ],
+    });
+    const topology = source.toJSON(null, false) as Record<string, unknown>;
+    source.dispose();
+    const spec: LearnerSpec = { ...MLP_SPEC, model: { topology } };
+    const a = new TfjsLearner();
+    const b = new TfjsLearner();
+    await a.initialize(spec);
+    await b.initialize({ ...spec, model: { topology: { modelTopology: topology } } });
+    expect(a.paramNames).toEqual(['layers/0/kernel', 'layers/0/bias', 'layers/1/kernel', 'layers/1/bias']);
+    expect(maxAbsDiff(await a.getParams(), await b.getParams())).toBe(0);
+    const { loss } = await a.train(makeBatch(spec, 8, 1));
+    expect(Number.isFinite(loss)).toBe(true);
+    a.shutdown();
+    b.shutdown();
+  });
+
+  it('learner - dropout draws a new mask at every step', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize({
+      ...MLP_SPEC,
+      model: { preset: 'mlp', hiddenUnits: [32], activation: 'relu', dropout: 0.5 },
+    });
+    const batch = makeBatch(MLP_SPEC, 8, 3);
+    const first = (await learner.train(batch)).loss;
+    const second = (await learner.train(batch)).loss;
+    expect(second).not.toBe(first);
+    const evaluation = await learner.evaluate(batch);
+    expect((await learner.evaluate(batch)).lossSum).toBe(evaluation.lossSum);
+    learner.shutdown();
+  });
+
+  it('learner - calls before initialize are refused', async () => {
+    const learner = new TfjsLearner();
+    await expect(learner.getParams()).rejects.toThrow(LearnerStateError);
+    expect(() => learner.getUpdate()).toThrow(/not initialised/);
+    learner.shutdown();
+  });
+});
+
+describe('learner across backends', () => {
+  it('learner - wasm and cpu compute the same CNN gradient', async () => {
+    await prepareWasmBackend();
+    const batch = makeBatch(CNN_SPEC, 6, 21);
+    const updates: NamedTensor[][] = [];
+    for (const backendName of ['cpu', 'wasm']) {
+      await tf.setBackend(backendName);
+      const learner = new TfjsLearner();
+      await learner.initialize(CNN_SPEC);
+      await learner.train(batch);
+      updates.push(learner.getUpdate());
+      learner.shutdown();
+    }
+    const [cpu, wasm] = updates as [NamedTensor[], NamedTensor[]];
+    let scale = 0;
+    for (const t of cpu) for (const v of t.data) scale = Math.max(scale, Math.abs(v));
+    expect(scale).toBeGreaterThan(0);
+    expect(maxAbsDiff(wasm, cpu)).toBeLessThanOrEqual(1e-4 * scale);
+  });
+});

@@ -1,0 +1,353 @@
+import * as tf from '@tensorflow/tfjs';
+import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
+import { createLossHead, type LossHead } from './loss-head.js';
+import type { LearnerSpec, RecordLayout } from './model-spec.js';
+import { buildModel, modelInputShape } from './models.js';
+import { namedTrainableVariables, type NamedVariable } from './param-names.js';
+
+/** Element types a {@link NamedTensor} may carry. */
+export type NamedTensorDtype = 'float32' | 'int32' | 'bool';
+
+/**
+ * A tensor as plain data, ready for the wire: a canonical name, a dtype, a shape and a
+ * row-major typed array (`bool` as `Uint8Array`).
+ */
+export interface NamedTensor {
+  name: string;
+  dtype: NamedTensorDtype;
+  shape: number[];
+  data: Float32Array | Int32Array | Uint8Array;
+}
+
+/**
+ * A minibatch: `size` examples, features row-major (`size * prod(featureShape)` values, already
+ * scaled) and one label per example (class indices for classification).
+ */
+export interface Batch {
+  features: Float32Array;
+  labels: Float32Array | Int32Array;
+  size: number;
+}
+
+/** Outcome of one `train` call: the mean loss over the batch, before any update. */
+export interface TrainResult {
+  loss: number;
+  samples: number;
+}
+
+/** Outcome of `evaluate`: summed per-example loss and the count of correct predictions. */
+export interface EvaluationResult {
+  lossSum: number;
+  /** Examples whose arg-max prediction equals the label; 0 for regression. */
+  correct: number;
+  samples: number;
+}
+
+/**
+ * Anything that trains a model on minibatches, driven by a trainer. Parameters cross the
+ * boundary as {@link NamedTensor}s in a fixed order with canonical names, so a learner written
+ * in another library or language can be plugged in.
+ */
+export interface Learner {
+  /** Builds the model from the spec; a second call replaces the first model. */
+  initialize(spec: LearnerSpec): Promise<void>;
+  /** The current parameters in the fixed order (used by the trainer that initialises the pservers). */
+  getParams(): Promise<NamedTensor[]>;
+  /** Loads the current parameters (all of them) and starts a new update. */
+  setParams(params: NamedTensor[]): void;
+  /** Trains on one minibatch. */
+  train(batch: Batch): Promise<TrainResult>;
+  /**
+   * The update since the last `setParams` or `getUpdate`: the gradient of the mean loss over
+   * every example trained on, or the parameter delta after local steps. Same names and order
+   * as `getParams`.
+   */
+  getUpdate(): NamedTensor[];
+  /** Scores a minibatch without training on it. */
+  evaluate(batch: Batch): Promise<EvaluationResult>;
+  /** Releases the model and every tensor the learner holds. */
+  shutdown(): void;
+}
+
+/**
+ * How a {@link TfjsLearner} turns several `train` calls into one update: `gradient` averages the
+ * gradients (weighted by examples) at the parameters last set, `delta` takes a local SGD step
+ * per call and returns `params_now - params_at_start`.
+ */
+export type UpdateMode = 'gradient' | 'delta';
+
+/** Learning rate of the local SGD steps in `delta` mode when none is given. */
+export const DEFAULT_LOCAL_LEARNING_RATE = 0.01;
+
+/** Options of a {@link TfjsLearner}. */
+export interface TfjsLearnerOptions {
+  /** Defaults to `gradient`. */
+  mode?: UpdateMode;
+  /** Step size of local SGD in `delta` mode; defaults to {@link DEFAULT_LOCAL_LEARNING_RATE}. */
+  localLearningRate?: number;
+}
+
+interface Built {
+  model: tf.LayersModel;
+  head: LossHead;
+  params: NamedVariable[];
+  inputShape: number[];
+  layout: RecordLayout;
+}
+
+/**
+ * The TensorFlow.js learner. It trains on whichever backend is active (see `selectBackend`),
+ * and holds no tensors beyond the model, the pending update and, in `delta` mode, the
+ * parameters the update is measured from.
+ *
+ * `getUpdate` is idempotent until the next `train`: a second call returns the same arrays, so
+ * a trainer may retry a push without recomputing, and a `train` after it starts a new update.
+ */
+export class TfjsLearner implements Learner {
+  private built: Built | undefined;
+  private readonly mode: UpdateMode;
+  private readonly localLearningRate: number;
+  /** gradient mode: the example-weighted mean gradient since the update started. */
+  private meanGradients: tf.Tensor[] | undefined;
+  /** delta mode: the parameters when the update started. */
+  private startParams: tf.Tensor[] | undefined;
+  private samplesInUpdate = 0;
+  private lastUpdate: NamedTensor[] | undefined;
+
+  constructor(options: TfjsLearnerOptions = {}) {
+    this.mode = options.mode ?? 'gradient';
+    this.localLearningRate = options.localLearningRate ?? DEFAULT_LOCAL_LEARNING_RATE;
+    if (!(this.localLearningRate > 0)) {
+      throw new RangeError(`localLearningRate ${this.localLearningRate} must be positive`);
+    }
+  }
+
+  /** The full model (ending in softmax for classification), for prediction and export. */
+  get model(): tf.LayersModel {
+    return this.require().model;
+  }
+
+  /** Canonical names of the parameters, in the fixed order. */
+  get paramNames(): string[] {
+    return this.require().params.map((p) => p.name);
+  }
+
+  async initialize(spec: LearnerSpec): Promise<void> {
+    this.shutdown();
+    const model = await buildModel(spec);
+    const head = createLossHead(model, spec.layout);
+    this.built = {
+      model,
+      head,
+      params: namedTrainableVariables(model),
+      inputShape: modelInputShape(model, spec.layout),
+      layout: spec.layout,
+    };
+    this.startUpdate();
+  }
+
+  async getParams(): Promise<NamedTensor[]> {
+    const { params } = this.require();
+    return Promise.all(
+      params.map(async ({ name, variable }) => ({
+        name,
+        dtype: 'float32' as const,
+        shape: [...variable.shape],
+        data: new Float32Array((await variable.data()) as Float32Array),
+      })),
+    );
+  }
+
+  setParams(params: NamedTensor[]): void {
+    const built = this.require();
+    const byName = new Map(params.map((p) => [p.name, p]));
+    if (byName.size !== params.length) {
+      throw new ParamMismatchError(`setParams got ${params.length} tensors but only ${byName.size} distinct names`);
+    }
+    for (const { name, variable } of built.params) {
+      const p = byName.get(name);
+      if (p === undefined) throw new ParamMismatchError(`setParams is missing parameter '${name}'`);
+      const expected = variable.shape;
+      if (p.shape.length !== expected.length || p.shape.some((d, i) => d !== expected[i])) {
+        throw new ParamMismatchError(
+          `parameter '${name}' has shape [${p.shape.join(', ')}], expected [${expected.join(', ')}]`,
+        );
+      }
+      if (p.dtype !== variable.dtype) {
+        throw new ParamMismatchError(`parameter '${name}' has dtype ${p.dtype}, expected ${variable.dtype}`);
+      }
+      const size = expected.reduce((a, b) => a * b, 1);
+      if (p.data.length !== size) {
+        throw new ParamMismatchError(`parameter '${name}' has ${p.data.length} values, expected ${size}`);
+      }
+      byName.delete(name);
+    }
+    if (byName.size > 0) {
+      throw new ParamMismatchError(`setParams got unknown parameters: ${[...byName.keys()].join(', ')}`);
+    }
+    const lookup = new Map(params.map((p) => [p.name, p]));
+    tf.tidy(() => {
+      for (const { name, variable } of built.params) {
+        const p = lookup.get(name)!;
+        variable.assign(tf.tensor(p.data, p.shape, p.dtype));
+      }
+    });
+    this.startUpdate();
+  }
+
+  async train(batch: Batch): Promise<TrainResult> {
+    const built = this.require();
+    this.checkBatch(batch, built);
+    const vars = built.params.map((p) => p.variable);
+    const { value, grads } = tf.tidy(() => {
+      const x = this.featuresTensor(batch, built);
+      const y = this.labelsTensor(batch, built);
+      const result = tf.variableGrads(() => {
+        const outputs = built.head.lossModel.apply(x, { training: true }) as tf.Tensor;
+        return tf.mean(built.head.perExampleLoss(outputs, y)) as tf.Scalar;
+      }, vars);
+      return { value: result.value, grads: vars.map((v) => result.grads[v.name] ?? tf.zerosLike(v)) };
+    });
+    if (this.samplesInUpdate === 0) this.lastUpdate = undefined;
+    if (this.mode === 'gradient') {
+      this.accumulateGradients(grads, batch.size);
+    } else {
+      tf.tidy(() => {
+        vars.forEach((v, i) => v.assign(tf.sub(v, tf.mul(grads[i]!, this.localLearningRate))));
+      });
+      tf.dispose(grads);
+    }
+    this.samplesInUpdate += batch.size;
+    const loss = (await value.data())[0]!;
+    value.dispose();
+    return { loss, samples: batch.size };
+  }
+
+  getUpdate(): NamedTensor[] {
+    const built = this.require();
+    if (this.samplesInUpdate === 0) {
+      if (this.lastUpdate !== undefined) return this.lastUpdate;
+      throw new LearnerStateError('getUpdate called with no train call since setParams');
+    }
+    let update: NamedTensor[];
+    if (this.mode === 'gradient') {
+      update = built.params.map(({ name, variable }, i) => ({
+        name,
+        dtype: 'float32',
+        shape: [...variable.shape],
+        data: new Float32Array(this.meanGradients![i]!.dataSync() as Float32Array),
+      }));
+    } else {
+      update = tf.tidy(() =>
+        built.params.map(({ name, variable }, i) => ({
+          name,
+          dtype: 'float32' as const,
+          shape: [...variable.shape],
+          data: new Float32Array(tf.sub(variable, this.startParams![i]!).dataSync() as Float32Array),
+        })),
+      );
+    }
+    this.startUpdate();
+    this.lastUpdate = update;
+    return update;
+  }
+
+  async evaluate(batch: Batch): Promise<EvaluationResult> {
+    const built = this.require();
+    this.checkBatch(batch, built);
+    const [lossSum, correct] = tf.tidy(() => {
+      const x = this.featuresTensor(batch, built);
+      const y = this.labelsTensor(batch, built);
+      const outputs = built.head.lossModel.apply(x, { training: false }) as tf.Tensor;
+      return [tf.sum(built.head.perExampleLoss(outputs, y)), built.head.correctCount(outputs, y)];
+    });
+    const [lossValue, correctValue] = await Promise.all([lossSum.data(), correct.data()]);
+    tf.dispose([lossSum, correct]);
+    return { lossSum: lossValue[0]!, correct: correctValue[0]!, samples: batch.size };
+  }
+
+  shutdown(): void {
+    this.clearUpdate();
+    this.lastUpdate = undefined;
+    if (this.built !== undefined) {
+      this.built.head.dispose();
+      this.built.model.dispose();
+      this.built = undefined;
+    }
+  }
+
+  private require(): Built {
+    if (this.built === undefined)
+      throw new LearnerStateError('the learner is not initialised; call initialize(spec) first');
+    return this.built;
+  }
+
+  private clearUpdate(): void {
+    if (this.meanGradients !== undefined) tf.dispose(this.meanGradients);
+    if (this.startParams !== undefined) tf.dispose(this.startParams);
+    this.meanGradients = undefined;
+    this.startParams = undefined;
+    this.samplesInUpdate = 0;
+  }
+
+  /** Drops the pending update and, in delta mode, remembers the current parameters. */
+  private startUpdate(): void {
+    this.clearUpdate();
+    this.lastUpdate = undefined;
+    if (this.mode === 'delta' && this.built !== undefined) {
+      this.startParams = this.built.params.map((p) => tf.keep(p.variable.clone()));
+    }
+  }
+
+  /** Folds a batch's mean gradients into the running example-weighted mean; takes ownership. */
+  private accumulateGradients(grads: tf.Tensor[], samples: number): void {
+    if (this.meanGradients === undefined) {
+      this.meanGradients = grads;
+      return;
+    }
+    const weight = samples / (this.samplesInUpdate + samples);
+    const previous = this.meanGradients;
+    this.meanGradients = tf.tidy(() => previous.map((m, i) => tf.add(m, tf.mul(tf.sub(grads[i]!, m), weight))));
+    tf.dispose(previous);
+    tf.dispose(grads);
+  }
+
+  private checkBatch(batch: Batch, built: Built): void {
+    const perExample = built.inputShape.reduce((a, b) => a * b, 1);
+    if (!Number.isInteger(batch.size) || batch.size < 1) {
+      throw new InvalidBatchError(`batch size ${batch.size} must be a positive integer`);
+    }
+    if (batch.features.length !== batch.size * perExample) {
+      throw new InvalidBatchError(
+        `batch has ${batch.features.length} feature values, expected ${batch.size} x ${perExample} for shape [${built.inputShape.join(', ')}]`,
+      );
+    }
+    if (batch.labels.length !== batch.size) {
+      throw new InvalidBatchError(`batch has ${batch.labels.length} labels, expected ${batch.size}`);
+    }
+    const numClasses = built.layout.numClasses;
+    if (numClasses !== undefined) {
+      const labels = batch.labels;
+      for (let i = 0; i < labels.length; i++) {
+        const label = labels[i]!;
+        if (!(Number.isInteger(label) && label >= 0 && label < numClasses)) {
+          throw new InvalidBatchError(`label ${label} of example ${i} is not a class index in [0, ${numClasses})`);
+        }
+      }
+    }
+  }
+
+  private featuresTensor(batch: Batch, built: Built): tf.Tensor {
+    return tf.tensor(batch.features, [batch.size, ...built.inputShape], 'float32');
+  }
+
+  private labelsTensor(batch: Batch, built: Built): tf.Tensor1D {
+    const isClassification = built.layout.numClasses !== undefined;
+    if (isClassification) {
+      const labels = batch.labels instanceof Int32Array ? batch.labels : Int32Array.from(batch.labels);
+      return tf.tensor1d(labels, 'int32');
+    }
+    const labels = batch.labels instanceof Float32Array ? batch.labels : Float32Array.from(batch.labels);
+    return tf.tensor1d(labels, 'float32');
+  }
+}

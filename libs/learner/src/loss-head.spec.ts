@@ -1,0 +1,77 @@
+import * as tf from '@tensorflow/tfjs';
+import { createLossHead } from './loss-head.js';
+import type { RecordLayout } from './model-spec.js';
+import { buildModel } from './models.js';
+
+const LAYOUT: RecordLayout = {
+  featureShape: [4],
+  featureDtype: 'float32',
+  scale: 1,
+  labelDtype: 'int32',
+  numClasses: 3,
+};
+
+function denseModel(activation: 'softmax' | 'linear', separateSoftmax: boolean): tf.Sequential {
+  const layers: tf.layers.Layer[] = [
+    tf.layers.dense({
+      inputShape: [4],
+      units: 3,
+      activation,
+      kernelInitializer: tf.initializers.glorotUniform({ seed: 5 }),
+    }),
+  ];
+  if (separateSoftmax) layers.push(tf.layers.activation({ activation: 'softmax' }));
+  return tf.sequential({ layers });
+}
+
+describe('loss head', () => {
+  beforeAll(async () => {
+    await tf.setBackend('cpu');
+  });
+
+  it('loss head - each way of ending a classifier gives the same cross-entropy', () => {
+    const separate = denseModel('linear', true);
+    const fused = denseModel('softmax', false);
+    const logitsOnly = denseModel('linear', false);
+    const heads = [separate, fused, logitsOnly].map((m) => createLossHead(m, LAYOUT));
+    expect(heads.map((h) => h.kind)).toEqual(['logits', 'probabilities', 'logits']);
+    expect(heads[0]!.lossModel.outputs[0]!.shape).toEqual([null, 3]);
+    const x = tf.tensor2d([0.1, -0.4, 0.9, 0.3, -1, 0.5, 0.2, 0.7], [2, 4]);
+    const y = tf.tensor1d([2, 0], 'int32');
+    const losses = heads.map((h) => Array.from(h.perExampleLoss(h.lossModel.predict(x) as tf.Tensor, y).dataSync()));
+    expect(losses[1]![0]).toBeCloseTo(losses[0]![0]!, 5);
+    expect(losses[2]).toEqual(losses[0]);
+    const probabilities = separate.predict(x) as tf.Tensor2D;
+    const expected = [-Math.log(probabilities.arraySync()[0]![2]!), -Math.log(probabilities.arraySync()[1]![0]!)];
+    expect(losses[0]![0]).toBeCloseTo(expected[0]!, 5);
+    expect(losses[0]![1]).toBeCloseTo(expected[1]!, 5);
+    tf.dispose([x, y, probabilities]);
+    [separate, fused, logitsOnly].forEach((m) => m.dispose());
+  });
+
+  it('loss head - presets read logits before the softmax', async () => {
+    const model = await buildModel({
+      model: { preset: 'mlp', hiddenUnits: [5], activation: 'relu', dropout: 0 },
+      layout: LAYOUT,
+    });
+    const head = createLossHead(model, LAYOUT);
+    expect(head.kind).toBe('logits');
+    expect(head.lossModel.outputs[0]!.sourceLayer.name).toBe('output');
+    model.dispose();
+  });
+
+  it('loss head - regression reads the prediction and counts nothing as correct', async () => {
+    const layout: RecordLayout = { ...LAYOUT, labelDtype: 'float32', numClasses: undefined };
+    delete layout.numClasses;
+    const model = await buildModel({
+      model: { preset: 'mlp', hiddenUnits: [], activation: 'relu', dropout: 0 },
+      layout,
+    });
+    const head = createLossHead(model, layout);
+    expect(head.kind).toBe('regression');
+    const loss = head.perExampleLoss(tf.tensor2d([1, 2], [2, 1]), tf.tensor1d([0.5, 4]));
+    expect(Array.from(loss.dataSync())).toEqual([0.25, 4]);
+    expect(head.correctCount(tf.tensor2d([1, 2], [2, 1]), tf.tensor1d([1, 2])).dataSync()[0]).toBe(0);
+    model.dispose();
+  });
+});
