@@ -59,7 +59,7 @@ test('example record - a bad version is refused', () => {
   const record = sampleRecord();
   record[0] = 2;
   expect(() => decodeExample(record)).toThrow(MalformedRecordError);
-  expect(() => decodeExample(record)).toThrow(/bad example format version 2/);
+  expect(() => decodeExample(record)).toThrow(/example record: bad format version 2/);
 });
 
 test('example record - unknown dtypes are refused', () => {

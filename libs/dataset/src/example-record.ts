@@ -110,62 +110,95 @@ export function encodeExample(example: Example): Uint8Array {
   return out;
 }
 
+/** Where the parts of one record lie, from its header; nothing is copied. */
+export interface ExampleHeader {
+  readonly featureDtype: FeatureDtype;
+  readonly labelDtype: LabelDtype;
+  readonly shape: readonly number[];
+  /** prod(shape). */
+  readonly featureCount: number;
+  readonly featuresOffset: number;
+  readonly labelOffset: number;
+}
+
+/**
+ * Parses and checks a record's header and total length, without copying anything. `where`
+ * names the record in errors (e.g. `record 3 of the batch`).
+ * @throws MalformedRecordError on a bad version, an unknown dtype or a length mismatch.
+ */
+export function parseExampleHeader(record: Uint8Array, where = 'example record'): ExampleHeader {
+  if (record.length < FIXED_HEADER_BYTES) {
+    throw new MalformedRecordError(
+      `${where} too short: expected at least ${FIXED_HEADER_BYTES} header bytes got ${record.length}`,
+    );
+  }
+  if (record[0] !== EXAMPLE_FORMAT_VERSION) {
+    throw new MalformedRecordError(`${where}: bad format version ${record[0]} (expected ${EXAMPLE_FORMAT_VERSION})`);
+  }
+  const featureDtype = FEATURE_DTYPE_BY_CODE.get(record[1]!);
+  if (featureDtype === undefined) {
+    throw new MalformedRecordError(`${where}: unknown feature dtype code ${record[1]} (expected 1 uint8 or 2 float32)`);
+  }
+  const labelDtype = LABEL_DTYPE_BY_CODE.get(record[2]!);
+  if (labelDtype === undefined) {
+    throw new MalformedRecordError(`${where}: unknown label dtype code ${record[2]} (expected 1 int32 or 2 float32)`);
+  }
+  const rank = record[3]!;
+  const featuresOffset = FIXED_HEADER_BYTES + DIM_BYTES * rank;
+  if (record.length < featuresOffset) {
+    throw new MalformedRecordError(
+      `${where}: length mismatch: expected at least ${featuresOffset} bytes for ${rank} dims got ${record.length}`,
+    );
+  }
+  const shape: number[] = [];
+  let featureCount = 1;
+  for (let i = 0; i < rank; i++) {
+    const at = FIXED_HEADER_BYTES + DIM_BYTES * i;
+    const d = (record[at]! | (record[at + 1]! << 8) | (record[at + 2]! << 16) | (record[at + 3]! << 24)) >>> 0;
+    shape.push(d);
+    featureCount *= d;
+  }
+  const labelOffset = featuresOffset + featureCount * featureElementBytes(featureDtype);
+  const expected = labelOffset + LABEL_BYTES;
+  if (record.length !== expected) {
+    throw new MalformedRecordError(
+      `${where}: length mismatch: expected ${expected} bytes got ${record.length} (shape [${shape.join(', ')}], ${featureDtype})`,
+    );
+  }
+  return { featureDtype, labelDtype, shape, featureCount, featuresOffset, labelOffset };
+}
+
 /**
  * Decodes a record written by {@link encodeExample}. The returned features are a copy, so they
  * do not keep the record's buffer alive.
  * @throws MalformedRecordError on a bad version, an unknown dtype or a length mismatch.
  */
 export function decodeExample(record: Uint8Array): DecodedExample {
-  if (record.length < FIXED_HEADER_BYTES) {
-    throw new MalformedRecordError(
-      `example record too short: expected at least ${FIXED_HEADER_BYTES} header bytes got ${record.length}`,
-    );
-  }
-  if (record[0] !== EXAMPLE_FORMAT_VERSION) {
-    throw new MalformedRecordError(`bad example format version ${record[0]} (expected ${EXAMPLE_FORMAT_VERSION})`);
-  }
-  const featureDtype = FEATURE_DTYPE_BY_CODE.get(record[1]!);
-  if (featureDtype === undefined) {
-    throw new MalformedRecordError(`unknown feature dtype code ${record[1]} (expected 1 uint8 or 2 float32)`);
-  }
-  const labelDtype = LABEL_DTYPE_BY_CODE.get(record[2]!);
-  if (labelDtype === undefined) {
-    throw new MalformedRecordError(`unknown label dtype code ${record[2]} (expected 1 int32 or 2 float32)`);
-  }
-  const rank = record[3]!;
-  const dimsEnd = FIXED_HEADER_BYTES + DIM_BYTES * rank;
-  if (record.length < dimsEnd) {
-    throw new MalformedRecordError(
-      `length mismatch: expected at least ${dimsEnd} bytes for ${rank} dims got ${record.length}`,
-    );
-  }
+  const { featureDtype, labelDtype, shape, featureCount, featuresOffset, labelOffset } = parseExampleHeader(record);
   const view = new DataView(record.buffer, record.byteOffset, record.byteLength);
-  const shape: number[] = [];
-  let elements = 1;
-  for (let i = 0; i < rank; i++) {
-    const d = view.getUint32(FIXED_HEADER_BYTES + DIM_BYTES * i, true);
-    shape.push(d);
-    elements *= d;
-  }
-  const featureBytes = elements * featureElementBytes(featureDtype);
-  const expected = dimsEnd + featureBytes + LABEL_BYTES;
-  if (record.length !== expected) {
-    throw new MalformedRecordError(
-      `length mismatch: expected ${expected} bytes got ${record.length} (shape [${shape.join(', ')}], ${featureDtype})`,
-    );
-  }
-
   let features: Uint8Array | Float32Array;
   if (featureDtype === 'uint8') {
-    features = record.slice(dimsEnd, dimsEnd + featureBytes);
+    features = record.slice(featuresOffset, labelOffset);
   } else if (LITTLE_ENDIAN_HOST) {
-    const start = record.byteOffset + dimsEnd;
-    features = new Float32Array(record.buffer.slice(start, start + featureBytes));
+    const start = record.byteOffset + featuresOffset;
+    features = new Float32Array(record.buffer.slice(start, start + 4 * featureCount));
   } else {
-    features = new Float32Array(elements);
-    for (let i = 0; i < elements; i++) features[i] = view.getFloat32(dimsEnd + 4 * i, true);
+    features = new Float32Array(featureCount);
+    for (let i = 0; i < featureCount; i++) features[i] = view.getFloat32(featuresOffset + 4 * i, true);
   }
-  const labelOffset = dimsEnd + featureBytes;
   const label = labelDtype === 'int32' ? view.getInt32(labelOffset, true) : view.getFloat32(labelOffset, true);
   return { features, shape, featureDtype, labelDtype, label };
+}
+
+/** The parts of a record layout that say how an example is stored. */
+export interface ExampleEncoding {
+  readonly featureShape: readonly number[];
+  readonly featureDtype: FeatureDtype;
+  readonly labelDtype: LabelDtype;
+}
+
+/** Encodes plain feature values as a record of the given encoding (see {@link encodeExample}). */
+export function encodeExampleValues(values: ArrayLike<number>, label: number, encoding: ExampleEncoding): Uint8Array {
+  const features = encoding.featureDtype === 'uint8' ? Uint8Array.from(values) : Float32Array.from(values);
+  return encodeExample({ features, shape: encoding.featureShape, labelDtype: encoding.labelDtype, label });
 }

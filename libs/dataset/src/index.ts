@@ -19,7 +19,14 @@ export {
   MalformedRecordError,
   MissingDatasetFileError,
 } from './errors.js';
-export { EXAMPLE_FORMAT_VERSION, decodeExample, encodeExample, exampleRecordSize } from './example-record.js';
+export {
+  EXAMPLE_FORMAT_VERSION,
+  decodeExample,
+  encodeExample,
+  encodeExampleValues,
+  exampleRecordSize,
+  parseExampleHeader,
+} from './example-record.js';
 export { IDX_TYPE_CODES, encodeIdx, readIdx } from './idx.js';
 export { readCsvRows } from './csv-reader.js';
 export { convertIdx } from './convert-idx.js';
@@ -28,7 +35,7 @@ export { FASHION_MNIST_FILES, convertFashionMnist } from './fashion-mnist.js';
 export { ShardedRecordWriter, shardPath } from './shard-writer.js';
 export { readExamples, readIdxExamples } from './read-examples.js';
 
-export type { DecodedExample, Example, FeatureDtype, LabelDtype } from './example-record.js';
+export type { DecodedExample, Example, ExampleEncoding, ExampleHeader, FeatureDtype, LabelDtype } from './example-record.js';
 export type { IdxArray, IdxData, IdxDataType } from './idx.js';
 export type { CsvRow } from './csv-reader.js';
 export type { ConvertIdxOptions } from './convert-idx.js';

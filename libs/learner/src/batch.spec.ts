@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { decodeBatch } from './batch.js';
 import { RecordLayoutError } from './errors.js';
 import type { RecordLayout } from './model-spec.js';
-import { encodeRecord, parseRecordHeader } from './record.js';
+import { MalformedRecordError, encodeExampleValues as encodeRecord, parseExampleHeader } from '#libs/dataset';
 
 /** Copies a record to an odd offset of a larger buffer, as records sliced out of a chunk are. */
 function misaligned(record: Uint8Array, shift: number): Uint8Array {
@@ -79,10 +79,10 @@ describe('batch', () => {
   it('batch - the byte layout is the documented one', () => {
     const record = encodeRecord([1, 2, 3, 4, 5, 6], 3, LAYOUT);
     expect(Array.from(record)).toEqual([1, 1, 1, 2, 2, 0, 0, 0, 3, 0, 0, 0, 1, 2, 3, 4, 5, 6, 3, 0, 0, 0]);
-    expect(parseRecordHeader(record)).toEqual({
+    expect(parseExampleHeader(record)).toEqual({
       featureDtype: 'uint8',
       labelDtype: 'int32',
-      dims: [2, 3],
+      shape: [2, 3],
       featureCount: 6,
       featuresOffset: 12,
       labelOffset: 18,
@@ -109,13 +109,19 @@ describe('batch', () => {
         encodeRecord([1, 2, 3, 4], 1, { ...LAYOUT, featureShape: [2, 2] }),
         /dims \[2, 2\] \(4 elements\), the layout's featureShape \[2, 3\] has 6/,
       ],
-      [good.subarray(0, good.length - 1), /is 21 bytes, but its header .* needs 22/],
-      [Uint8Array.of(2, 1, 1, 0, 0, 0, 0, 0), /format version 2, expected 1/],
-      [Uint8Array.of(1, 9, 1, 0, 0, 0, 0, 0), /unknown feature dtype code 9/],
-      [Uint8Array.of(1, 1), /shorter than the 4-byte header/],
     ];
     for (const [bad, message] of cases) {
       expect(() => decodeBatch([good, bad], LAYOUT)).toThrow(RecordLayoutError);
+      expect(() => decodeBatch([good, bad], LAYOUT)).toThrow(message);
+    }
+    const malformed: [Uint8Array, RegExp][] = [
+      [good.subarray(0, good.length - 1), /record 1 of the batch: length mismatch: expected 22 bytes got 21/],
+      [Uint8Array.of(2, 1, 1, 0, 0, 0, 0, 0), /bad format version 2 \(expected 1\)/],
+      [Uint8Array.of(1, 9, 1, 0, 0, 0, 0, 0), /unknown feature dtype code 9/],
+      [Uint8Array.of(1, 1), /too short: expected at least 4 header bytes/],
+    ];
+    for (const [bad, message] of malformed) {
+      expect(() => decodeBatch([good, bad], LAYOUT)).toThrow(MalformedRecordError);
       expect(() => decodeBatch([good, bad], LAYOUT)).toThrow(message);
     }
   });

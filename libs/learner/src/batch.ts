@@ -1,7 +1,7 @@
 import { RecordLayoutError } from './errors.js';
 import type { Batch } from './learner.js';
 import type { RecordLayout } from './model-spec.js';
-import { parseRecordHeader, readU32 } from './record.js';
+import { parseExampleHeader } from '#libs/dataset';
 
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -10,7 +10,7 @@ const labelBytes = new Uint8Array(4);
 const labelFloat = new Float32Array(labelBytes.buffer);
 
 /**
- * Decodes records (see `record.ts`) into one {@link Batch}: features in a single Float32Array,
+ * Decodes example records (the layout of `#libs/dataset`) into one {@link Batch}: features in a single Float32Array,
  * multiplied by `layout.scale`, and labels as Int32Array or Float32Array per `layout.labelDtype`.
  * Each record's dtypes and element count must match the layout (its dims may differ, e.g.
  * `[784]` records for a `[28, 28, 1]` layout).
@@ -27,7 +27,7 @@ export function decodeBatch(records: readonly Uint8Array[], layout: RecordLayout
   for (let r = 0; r < size; r++) {
     const record = records[r]!;
     const where = `record ${r} of the batch`;
-    const header = parseRecordHeader(record, where);
+    const header = parseExampleHeader(record, where);
     if (header.featureDtype !== layout.featureDtype) {
       throw new RecordLayoutError(
         `${where} has ${header.featureDtype} features, the layout says ${layout.featureDtype}`,
@@ -38,7 +38,7 @@ export function decodeBatch(records: readonly Uint8Array[], layout: RecordLayout
     }
     if (header.featureCount !== perExample) {
       throw new RecordLayoutError(
-        `${where} has dims [${header.dims.join(', ')}] (${header.featureCount} elements), the layout's featureShape [${layout.featureShape.join(', ')}] has ${perExample}`,
+        `${where} has dims [${header.shape.join(', ')}] (${header.featureCount} elements), the layout's featureShape [${layout.featureShape.join(', ')}] has ${perExample}`,
       );
     }
     const base = r * perExample;
@@ -60,7 +60,7 @@ export function decodeBatch(records: readonly Uint8Array[], layout: RecordLayout
     }
     const at = header.labelOffset;
     if (labels instanceof Int32Array) {
-      labels[r] = readU32(record, at) | 0;
+      labels[r] = record[at]! | (record[at + 1]! << 8) | (record[at + 2]! << 16) | (record[at + 3]! << 24);
     } else if (LITTLE_ENDIAN_HOST) {
       labelBytes.set(record.subarray(at, at + 4));
       labels[r] = labelFloat[0]!;

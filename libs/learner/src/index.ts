@@ -66,11 +66,3 @@ export {
 export { namedTrainableVariables } from './param-names.js';
 export type { NamedVariable } from './param-names.js';
 
-export {
-  encodeRecord,
-  FEATURE_DTYPE_CODES,
-  LABEL_DTYPE_CODES,
-  parseRecordHeader,
-  RECORD_FORMAT_VERSION,
-} from './record.js';
-export type { RecordEncoding, RecordHeader } from './record.js';

@@ -31,7 +31,8 @@ export type JobEvent =
     }
   | { type: 'stopped'; jobId: string; at: string; reason: StopReason; detail?: string }
   | { type: 'model-exported'; jobId: string; at: string; output: string; bestValue: number }
-  | { type: 'failed'; jobId: string; at: string; error: string; field?: string };
+  | { type: 'failed'; jobId: string; at: string; error: string; field?: string }
+  | { type: 'evaluation-failed'; jobId: string; at: string; error: string; version?: number };
 
 /** A job event without the fields `publishEvent` fills in. */
 export type JobEventInput = JobEvent extends infer E ? (E extends JobEvent ? Omit<E, 'at'> : never) : never;
@@ -110,4 +111,88 @@ export interface TaskReport {
   outcome: 'done' | 'failed' | 'returned';
   error?: string;
   samples?: number;
+}
+
+/** A trainer's claim of a task message it pulled (request on `tributary.jobs.<id>.tasks.claim`). */
+export interface TaskClaim {
+  jobId: string;
+  taskId: number;
+  epoch: number;
+  dispatchId: string;
+  trainerId: string;
+}
+
+/**
+ * The master's answer to a claim: the task is the trainer's until `deadlineMs` (epoch ms), or it
+ * is refused: `stale` (re-dispatched or done), `stopped` (the job stopped), `full` (enough trainers).
+ */
+export type TaskClaimReply = { ok: true; deadlineMs: number } | { ok: false; reason: 'stale' | 'stopped' | 'full' };
+
+/** The master's answer to a `TaskReport`; `counted` is false for a report it ignored. */
+export interface TaskReportReply {
+  ok: boolean;
+  counted: boolean;
+  error?: string;
+}
+
+/** A stop request (body of `tributary.jobs.<id>.stop`). */
+export interface StopRequest {
+  reason: StopReason;
+  detail?: string;
+}
+
+/** Task counters of a job's current epoch. */
+export interface TaskCounts {
+  total: number;
+  todo: number;
+  pending: number;
+  done: number;
+  discarded: number;
+}
+
+/** Accounting of one epoch in a status reply. */
+export interface EpochAccounting {
+  epoch: number;
+  done: number;
+  discarded: number;
+  /** Times each task was counted done in the epoch, by task id. */
+  doneCounts: Record<string, number>;
+}
+
+/** The reply to a request on `tributary.jobs.<id>.status` for a known job. */
+export interface JobStatusReply {
+  jobId: string;
+  state: JobState;
+  reason?: StopReason;
+  /** What the stop request said (or what was wrong with its body). */
+  detail?: string;
+  epoch: number;
+  tasks: TaskCounts;
+  trainers: number;
+  startedAt: string;
+  stoppedAt?: string;
+  epochs: EpochAccounting[];
+  samples: number;
+  lastMetrics?: EvaluationMetrics;
+}
+
+/** The `summary.json` the evaluator writes beside the final model in the job's output directory. */
+export interface JobSummary {
+  jobId: string;
+  /** When the job started (its `JobRecord.startedAt`), telling runs of a reused job id apart. */
+  startedAt: string;
+  stopReason: StopReason;
+  metric: 'accuracy' | 'loss';
+  /** Best value of the metric; null when no evaluation gave a number. */
+  bestValue: number | null;
+  /** Model version (pserver step) of the exported parameters. */
+  bestVersion: number;
+  /** Completed passes over the training data. */
+  epochs: number;
+  /** Model versions (optimizer steps) the job reached. */
+  steps: number;
+  wallSeconds: number;
+  /** Examples trained on, over every trainer. */
+  samples: number;
+  samplesPerSecond: number;
 }

@@ -8,15 +8,23 @@ export { MEMBER_TTL_MS, ensureStreams, ensureTrainerConsumer, openBuckets } from
 export type { Buckets } from './streams.js';
 export { publishEvent } from './events.js';
 export type {
+  EpochAccounting,
   EvaluationMetrics,
   JobEvent,
   JobEventInput,
   JobRecord,
   JobState,
+  JobStatusReply,
+  JobSummary,
   MemberStatus,
   PserverRegistration,
   SnapshotNotice,
   StopReason,
+  StopRequest,
+  TaskClaim,
+  TaskClaimReply,
+  TaskCounts,
   TaskMessage,
   TaskReport,
+  TaskReportReply,
 } from './events.js';

@@ -1,12 +1,22 @@
 import { env, type EnvSpec } from '#libs/config';
+import { TASK_DURATION_WINDOW } from './task-timeout.js';
+
+/** How often the dispatch loop scans deadlines, counts trainers and refills dispatch windows. */
+export const DISPATCH_TICK_MS = 500;
 
 /** The master's own settings. */
 export interface MasterConfig {
   /** Redis key prefix (`MASTER_KEY_PREFIX`), so several clusters can share one Redis. */
   keyPrefix: string;
+  /** Dispatch loop period in milliseconds (`MASTER_TICK_MS`). */
+  tickMs: number;
+  /** Recent task durations averaged into the task timeout (`MASTER_TASK_DURATION_WINDOW`). */
+  durationWindow: number;
 }
 
 /** Environment fields of the master. */
 export const MASTER_CONFIG: EnvSpec<MasterConfig> = {
   keyPrefix: ['MASTER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
+  tickMs: ['MASTER_TICK_MS', env.int({ default: DISPATCH_TICK_MS, min: 10, max: 60_000 })],
+  durationWindow: ['MASTER_TASK_DURATION_WINDOW', env.int({ default: TASK_DURATION_WINDOW, min: 1, max: 10_000 })],
 };

@@ -1,0 +1,48 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import type { MasterConfig } from './master-config.js';
+import { JobDirectory } from './job-directory.js';
+import { MASTER_SETTINGS } from './master-tokens.js';
+import { TrainerCensus } from './trainer-census.js';
+
+/** Every `tickMs`: count trainers, then let each running job expire deadlines and refill its window. */
+@Injectable()
+export class DispatchLoop implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('DispatchLoop');
+  private timer: NodeJS.Timeout | undefined;
+  private current: Promise<void> = Promise.resolve();
+  private busy = false;
+
+  constructor(
+    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(TrainerCensus) private readonly census: TrainerCensus,
+    @Inject(MASTER_SETTINGS) private readonly settings: MasterConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.timer = setInterval(() => this.tick(), this.settings.tickMs);
+    this.tick();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.current;
+  }
+
+  private tick(): void {
+    if (this.busy) return;
+    this.busy = true;
+    this.current = (async () => {
+      const trainers = await this.census.refresh();
+      await Promise.all(
+        this.directory
+          .running()
+          .map((runner) =>
+            runner.tick(trainers).catch((err: Error) => this.logger.error(`job ${runner.jobId}: ${err.message}`)),
+          ),
+      );
+    })().finally(() => {
+      this.busy = false;
+    });
+  }
+}

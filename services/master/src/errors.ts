@@ -1,0 +1,51 @@
+/** Errors of the master, grouped here so callers can tell them apart by class. */
+
+/** A job's training files hold no chunk, so there is nothing to cut into tasks. */
+export class EmptyDatasetError extends Error {
+  override readonly name = 'EmptyDatasetError';
+
+  constructor(
+    readonly jobId: string,
+    options?: ErrorOptions,
+  ) {
+    super(`job ${jobId}: dataset.train holds no RecordIO chunk`, options);
+  }
+}
+
+/** `chunksPerTask` is not a positive integer. */
+export class InvalidTaskSizeError extends Error {
+  override readonly name = 'InvalidTaskSizeError';
+
+  constructor(
+    readonly chunksPerTask: number,
+    options?: ErrorOptions,
+  ) {
+    super(`chunksPerTask must be a positive integer, got ${chunksPerTask}`, options);
+  }
+}
+
+/** A write to Redis was refused because this master no longer holds the leader lease. */
+export class FencedWriteError extends Error {
+  override readonly name = 'FencedWriteError';
+
+  constructor(
+    readonly jobId: string,
+    readonly fence: string,
+    options?: ErrorOptions,
+  ) {
+    super(`job ${jobId}: write refused, leader fence ${fence} is no longer current`, options);
+  }
+}
+
+/** The state of a job kept in Redis cannot be read back (missing or malformed fields). */
+export class CorruptJobStateError extends Error {
+  override readonly name = 'CorruptJobStateError';
+
+  constructor(
+    readonly jobId: string,
+    reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`job ${jobId}: stored state is unreadable: ${reason}`, options);
+  }
+}

@@ -1,0 +1,137 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { randomBytes } from 'node:crypto';
+import { InvalidJobSpecError, parseJobSpec, type JobSpec } from '#libs/job-spec';
+import { CONSUMERS, JOB_ID_PATTERN, STREAMS } from '#libs/messaging';
+import { indexFiles, type MultiFileIndex } from '#libs/recordio';
+import type { CommonConfig } from '#libs/config';
+import { DurablePull } from './durable-pull.js';
+import { EmptyDatasetError } from './errors.js';
+import { JobChannels } from './job-channels.js';
+import { JobDirectory } from './job-directory.js';
+import { queueOptions, type JobRunner } from './job-runner.js';
+import type { StoredJob } from './job-store.js';
+import type { MasterConfig } from './master-config.js';
+import { JETSTREAM_MANAGER, MASTER_SETTINGS } from './master-tokens.js';
+import { planTasks } from './task-plan.js';
+import { TaskQueue } from './task-queue.js';
+
+/** While a spec is being indexed, JetStream is told this often that it is still being worked on. */
+export const INTAKE_HEARTBEAT_MS = 20_000;
+
+/** The job id used in events about a spec whose id cannot be read. */
+export const INVALID_JOB_ID = 'invalid';
+
+/**
+ * Takes job specs from the jobs stream (durable `master`): validates, indexes the training
+ * files, cuts them into tasks, persists the job, then announces it (jobs bucket entry, trainers'
+ * consumer, `started` event) and acks. A refused spec gets a `failed` event naming the field and
+ * changes nothing. A spec redelivered after a crash (same stream sequence as the stored job) is
+ * recognised and only announced again.
+ */
+@Injectable()
+export class JobIntake implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('JobIntake');
+  private readonly pull: DurablePull;
+
+  constructor(
+    @Inject(JETSTREAM_MANAGER) jsm: JetStreamManager,
+    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobChannels) private readonly channels: JobChannels,
+    @Inject(MASTER_SETTINGS) private readonly settings: CommonConfig & MasterConfig,
+  ) {
+    this.pull = new DurablePull(jsm, STREAMS.jobs.name, CONSUMERS.master, this.logger);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.pull.start((msg) => this.handle(msg));
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.pull.stop();
+  }
+
+  private async handle(msg: JsMsg): Promise<void> {
+    const spec = this.parse(msg);
+    if (spec !== undefined) await this.take(spec, msg);
+    msg.ack();
+  }
+
+  private parse(msg: JsMsg): JobSpec | undefined {
+    try {
+      return parseJobSpec(msg.data);
+    } catch (err) {
+      if (!(err instanceof InvalidJobSpecError)) throw err;
+      const jobId = err.jobId !== undefined && JOB_ID_PATTERN.test(err.jobId) ? err.jobId : INVALID_JOB_ID;
+      this.refuse(jobId, err.message, err.violations[0]?.field);
+      return undefined;
+    }
+  }
+
+  private async take(spec: JobSpec, msg: JsMsg): Promise<void> {
+    const jobId = spec.id;
+    const existing = await this.channels.store.submission(jobId);
+    const known = this.directory.get(jobId);
+    if (existing !== undefined && existing.submitSeq === msg.seq && known !== undefined) {
+      // Taken before a crash cut the announcement short (or the ack): finish the announcement.
+      this.logger.log(`spec of job ${jobId} (message #${msg.seq}) delivered again; it is already stored`);
+      if (known.running) await this.announce(known);
+      return;
+    }
+    if (existing !== undefined && existing.state !== 'stopped') {
+      this.refuse(jobId, `job ${jobId} already exists and is running`, 'id');
+      return;
+    }
+    this.channels.publishEvent({ type: 'submitted', jobId });
+    let index: MultiFileIndex;
+    try {
+      index = await this.index(spec, msg);
+    } catch (err) {
+      this.refuse(jobId, `dataset.train: ${(err as Error).message}`, 'dataset.train');
+      return;
+    }
+    const plan = planTasks(index.chunks, spec.training.chunksPerTask);
+    const queue = TaskQueue.create(
+      { jobId, runId: randomBytes(4).toString('hex'), taskCount: plan.length, startedAt: Date.now() },
+      queueOptions(spec, this.settings.durationWindow),
+    );
+    const job: StoredJob = { spec, plan, submitSeq: msg.seq, queue: queue.snapshot() };
+    // Messages an earlier job of the same id left in the tasks stream must not reach trainers.
+    if (existing !== undefined) await this.channels.purgeTasks(jobId);
+    await this.channels.store.create(job, this.channels.fence);
+    const runner = this.directory.launch(job);
+    this.logger.log(
+      `job ${jobId}: ${index.totalRecords} records in ${index.totalChunks} chunks of ${index.files.length} files, ${plan.length} tasks`,
+    );
+    await this.announce(runner);
+  }
+
+  private async index(spec: JobSpec, msg: JsMsg): Promise<MultiFileIndex> {
+    const heartbeat = setInterval(() => msg.working(), INTAKE_HEARTBEAT_MS);
+    try {
+      const index = await indexFiles(spec.dataset.train);
+      if (index.totalChunks === 0) throw new EmptyDatasetError(spec.id);
+      return index;
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  private async announce(runner: JobRunner): Promise<void> {
+    await this.channels.ensureTrainerConsumer(runner.jobId);
+    await runner.publishRecord();
+    const status = runner.status();
+    this.channels.publishEvent({
+      type: 'started',
+      jobId: runner.jobId,
+      epoch: status.epoch,
+      tasksPerEpoch: status.tasks.total,
+      records: runner.plan.reduce((sum, t) => sum + t.records, 0),
+    });
+  }
+
+  private refuse(jobId: string, error: string, field: string | undefined): void {
+    this.logger.warn(`refused job ${jobId}: ${error}`);
+    this.channels.publishEvent({ type: 'failed', jobId, error, ...(field !== undefined ? { field } : {}) });
+  }
+}

@@ -1,0 +1,220 @@
+import { Logger } from '@nestjs/common';
+import type { JobSpec } from '#libs/job-spec';
+import type {
+  EvaluationMetrics,
+  JobStatusReply,
+  StopReason,
+  TaskClaim,
+  TaskClaimReply,
+  TaskReport,
+  TaskReportReply,
+} from '#libs/messaging';
+import type { JobChannels } from './job-channels.js';
+import { jobRecord, jobState, jobStatus } from './job-status.js';
+import type { PlannedTask } from './task-plan.js';
+import { TaskQueue, type Dispatch, type TaskQueueOptions, type Transition } from './task-queue.js';
+
+/** The queue limits a job spec sets. */
+export function queueOptions(spec: JobSpec, durationWindow: number): TaskQueueOptions {
+  const options: TaskQueueOptions = {
+    maxTaskFailures: spec.training.maxTaskFailures,
+    timeout: { ...spec.training.taskTimeout, window: durationWindow },
+    maxTrainers: spec.trainers.max,
+  };
+  if (spec.stop.maxEpochs !== undefined) options.maxEpochs = spec.stop.maxEpochs;
+  if (spec.stop.maxSeconds !== undefined) options.maxSeconds = spec.stop.maxSeconds;
+  return options;
+}
+
+/**
+ * Drives one job: runs its queue's transitions one at a time, persists each before anyone
+ * hears of it, then publishes its events, task messages and directory entry. Holds the job's
+ * dispatch window at `min(max(1, live trainers), trainers.max) + 1` unclaimed tasks, and does
+ * not dispatch while fewer than `trainers.min` trainers are alive.
+ */
+export class JobRunner {
+  private readonly logger: Logger;
+  private chain: Promise<unknown> = Promise.resolve();
+  private waiting = false;
+  private trainers = 0;
+  private outOfSync = false;
+  /** The last metrics the evaluator published for the job. */
+  lastMetrics: EvaluationMetrics | undefined;
+
+  constructor(
+    readonly spec: JobSpec,
+    readonly plan: readonly PlannedTask[],
+    private queue: TaskQueue,
+    private readonly channels: JobChannels,
+    private readonly options: TaskQueueOptions,
+  ) {
+    this.logger = new Logger(`Job ${spec.id}`);
+  }
+
+  get jobId(): string {
+    return this.queue.jobId;
+  }
+
+  /** Whether the job still runs (possibly waiting for trainers). */
+  get running(): boolean {
+    return this.queue.state === 'running';
+  }
+
+  /** The job's status reply. */
+  status(): JobStatusReply {
+    return jobStatus({
+      spec: this.spec,
+      queue: this.queue,
+      waiting: this.waiting,
+      trainers: this.trainers,
+      lastMetrics: this.lastMetrics,
+    });
+  }
+
+  /** Resolves once every operation queued so far has finished. */
+  idle(): Promise<void> {
+    return this.serialize(async () => undefined);
+  }
+
+  /** Writes the job's directory entry (after a start or a restart). */
+  publishRecord(): Promise<void> {
+    return this.serialize(() => this.channels.putRecord(jobRecord(this.view())));
+  }
+
+  /** A trainer claims a task it pulled; the window refills right after. */
+  claim(claim: TaskClaim): Promise<TaskClaimReply> {
+    return this.serialize(async () => {
+      const reply = await this.apply(this.queue.claim(claim));
+      await this.fill();
+      return reply;
+    });
+  }
+
+  /** A trainer reports a task; the window refills right after. */
+  report(report: TaskReport): Promise<TaskReportReply> {
+    return this.serialize(async () => {
+      const t = this.queue.report(report);
+      if (t.change === null) {
+        this.logger.debug(`ignored ${report.outcome} report of task ${report.taskId} (dispatch ${report.dispatchId})`);
+      }
+      const reply = await this.apply(t);
+      await this.fill();
+      return reply;
+    });
+  }
+
+  /** Stops the job; false when it had already stopped. */
+  stop(reason: StopReason, detail?: string): Promise<boolean> {
+    return this.serialize(() => this.apply(this.queue.stop(reason, detail)));
+  }
+
+  /**
+   * One pass of the dispatch loop: timeouts and the time budget, the trainers.min check, and
+   * refilling the dispatch window.
+   */
+  tick(liveTrainers: number): Promise<void> {
+    return this.serialize(async () => {
+      this.trainers = liveTrainers;
+      await this.apply(this.queue.expire());
+      if (!this.running) return;
+      const waiting = liveTrainers < this.spec.trainers.min;
+      if (waiting !== this.waiting) {
+        this.waiting = waiting;
+        if (waiting) {
+          this.logger.log(`waiting for trainers: ${liveTrainers} alive, ${this.spec.trainers.min} needed`);
+          this.channels.publishEvent({
+            type: 'waiting',
+            jobId: this.jobId,
+            trainers: liveTrainers,
+            min: this.spec.trainers.min,
+          });
+        } else {
+          this.logger.log(`${liveTrainers} trainers alive; dispatching`);
+        }
+        await this.channels.putRecord(jobRecord(this.view()));
+      }
+      await this.fill();
+    });
+  }
+
+  private view() {
+    return { spec: this.spec, queue: this.queue, waiting: this.waiting };
+  }
+
+  /** Runs `work` after everything queued before it, on state that matches Redis. */
+  private serialize<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(async () => {
+      if (this.outOfSync) await this.resync();
+      return work();
+    });
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  /**
+   * Persists a transition, then lets the world know: on a stop the task messages are purged,
+   * the directory entry follows any epoch or state change, and the events go out last.
+   */
+  private async apply<R>(t: Transition<R>): Promise<R> {
+    if (t.change !== null) {
+      try {
+        await this.channels.persist(this.jobId, t.change);
+      } catch (err) {
+        // The in-memory queue already moved on; re-read what Redis holds before the next step.
+        this.outOfSync = true;
+        throw err;
+      }
+      const stopped = t.change.job.state === 'stopped';
+      if (stopped) {
+        this.logger.log(`stopped (${this.queue.reason}${this.queue.detail ? `: ${this.queue.detail}` : ''})`);
+        await this.channels
+          .purgeTasks(this.jobId)
+          .catch((err: Error) => this.logger.warn(`purging task messages failed: ${err.message}`));
+      }
+      if (t.change.job.epoch !== undefined || stopped) {
+        await this.channels
+          .putRecord(jobRecord(this.view()))
+          .catch((err: Error) => this.logger.warn(`updating the jobs bucket failed: ${err.message}`));
+      }
+    }
+    for (const event of t.events) this.channels.publishEvent(event);
+    return t.result;
+  }
+
+  /** Tops the window of published-but-unclaimed tasks up. */
+  private async fill(): Promise<void> {
+    if (!this.running || this.waiting) return;
+    const window = Math.min(Math.max(1, this.trainers), this.spec.trainers.max) + 1;
+    const limit = window - this.queue.unclaimedCount();
+    if (limit <= 0) return;
+    const dispatches = await this.apply(this.queue.dispatch(limit));
+    for (const d of dispatches) await this.publish(d);
+  }
+
+  private async publish(d: Dispatch): Promise<void> {
+    const task = this.plan[d.taskId];
+    if (task === undefined) return;
+    try {
+      await this.channels.publishTask({
+        jobId: this.jobId,
+        epoch: d.epoch,
+        taskId: d.taskId,
+        dispatchId: d.dispatchId,
+        chunks: task.chunks,
+      });
+    } catch (err) {
+      // The task stays pending; its deadline returns it to todo and it is dispatched again.
+      this.logger.warn(`publishing task ${d.taskId} failed: ${(err as Error).message}`);
+    }
+  }
+
+  private async resync(): Promise<void> {
+    const stored = await this.channels.store.load(this.jobId);
+    if (stored === undefined) throw new Error(`job ${this.jobId} is no longer in Redis`);
+    this.queue = TaskQueue.restore(stored.queue, this.options);
+    this.outOfSync = false;
+    this.logger.warn(
+      `state re-read from Redis after a failed write (epoch ${this.queue.epoch}, ${jobState(this.view())})`,
+    );
+  }
+}

@@ -1,0 +1,54 @@
+import type { EvaluationMetrics, JobRecord, JobState, JobStatusReply } from '#libs/messaging';
+import type { JobSpec } from '#libs/job-spec';
+import type { TaskQueue } from './task-queue.js';
+
+/** What a job's status and directory entry are built from. */
+export interface JobView {
+  spec: JobSpec;
+  queue: TaskQueue;
+  /** Fewer live trainers than `trainers.min`: the job does not dispatch. */
+  waiting: boolean;
+  trainers: number;
+  lastMetrics?: EvaluationMetrics;
+}
+
+/** The job's state as workers and users see it. */
+export function jobState(view: Pick<JobView, 'queue' | 'waiting'>): JobState {
+  if (view.queue.state === 'stopped') return 'stopped';
+  return view.waiting ? 'waiting' : 'running';
+}
+
+/** The reply to `tributary.jobs.<id>.status`. */
+export function jobStatus(view: JobView): JobStatusReply {
+  const q = view.queue;
+  const reply: JobStatusReply = {
+    jobId: q.jobId,
+    state: jobState(view),
+    epoch: q.epoch,
+    tasks: q.counts(),
+    trainers: view.trainers,
+    startedAt: new Date(q.startedAt).toISOString(),
+    epochs: q.accounting(),
+    samples: q.samples,
+  };
+  if (q.reason !== undefined) reply.reason = q.reason;
+  if (q.detail !== undefined) reply.detail = q.detail;
+  if (q.stoppedAt !== undefined) reply.stoppedAt = new Date(q.stoppedAt).toISOString();
+  if (view.lastMetrics !== undefined) reply.lastMetrics = view.lastMetrics;
+  return reply;
+}
+
+/** The job's entry in the `tributary-jobs` bucket. */
+export function jobRecord(view: Pick<JobView, 'spec' | 'queue' | 'waiting'>): JobRecord {
+  const q = view.queue;
+  const record: JobRecord = {
+    jobId: q.jobId,
+    state: jobState(view),
+    spec: view.spec,
+    epoch: q.epoch,
+    startedAt: new Date(q.startedAt).toISOString(),
+  };
+  if (q.stoppedAt !== undefined) record.stoppedAt = new Date(q.stoppedAt).toISOString();
+  if (q.reason !== undefined) record.reason = q.reason;
+  return record;
+}

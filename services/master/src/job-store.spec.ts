@@ -1,0 +1,134 @@
+import { startRedisServer, type ServerProcess } from '#libs/local-cluster';
+import type { JobSpec } from '#libs/job-spec';
+import { connectRedis, type RedisConnection } from '#libs/messaging';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CorruptJobStateError, FencedWriteError } from './errors.js';
+import { JobStore } from './job-store.js';
+import { planTasks } from './task-plan.js';
+import { TaskQueue, type TaskQueueOptions } from './task-queue.js';
+
+const OPTIONS: TaskQueueOptions = { maxTaskFailures: 1, timeout: { floorMs: 1000, multiplier: 3, window: 20 } };
+const SPEC = { id: 'job-a', training: { chunksPerTask: 2 } } as unknown as JobSpec;
+
+describe('job store', () => {
+  let dir: string;
+  let server: ServerProcess;
+  let redis: RedisConnection;
+  let now = 1_700_000_000_123;
+  const clock = () => now;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tributary-store-'));
+    server = await startRedisServer({ dir });
+    redis = await connectRedis(server.url, 'job-store-test');
+  });
+
+  afterAll(async () => {
+    await redis?.close();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function newJob(jobId: string, taskCount: number) {
+    const plan = planTasks(
+      Array.from({ length: taskCount * 2 }, (_, i) => ({ file: '/d/a.recordio', offset: i * 10, numRecords: 3 })),
+      2,
+    );
+    const queue = TaskQueue.create({ jobId, runId: 'r', taskCount: plan.length, startedAt: now }, OPTIONS, clock);
+    return { plan, queue };
+  }
+
+  /** The queue as a restarted master sees it, deadlines aside. */
+  function comparable(queue: TaskQueue) {
+    const snap = TaskQueue.restore(queue.snapshot(), OPTIONS, clock).snapshot();
+    return { ...snap, tasks: snap.tasks.map(({ deadline: _d, ...t }) => t) };
+  }
+
+  test('job store - every transition round-trips through Redis', async () => {
+    const store = new JobStore(redis, 'rt');
+    const { plan, queue } = newJob('job-a', 3);
+    await store.create({ spec: SPEC, plan, submitSeq: 7, queue: queue.snapshot() });
+    const apply = async (t: { change: Parameters<JobStore['applyTransition']>[1] | null }) => {
+      if (t.change) await store.applyTransition('job-a', t.change);
+    };
+    for (let round = 0; round < 2; round += 1) {
+      const d = queue.dispatch(3);
+      await apply(d);
+      now += 10;
+      await apply(queue.claim({ ...d.result[0]!, trainerId: 't1' }));
+      await apply(queue.report({ ...d.result[0]!, trainerId: 't1', outcome: 'failed', error: 'x' }));
+      await apply(queue.report({ ...d.result[1]!, trainerId: 't1', outcome: 'done', samples: 5 }));
+      await apply(queue.report({ ...d.result[2]!, trainerId: 't1', outcome: 'done', samples: 5 }));
+      const again = queue.dispatch(1);
+      await apply(again);
+      await apply(queue.report({ ...again.result[0]!, trainerId: 't1', outcome: 'done', samples: 5 }));
+    }
+    await apply(queue.dispatch(2));
+    await apply(queue.stop('manual', 'by hand'));
+    const loaded = await store.load('job-a');
+    expect(loaded?.plan).toEqual(plan);
+    expect(loaded?.spec).toEqual(SPEC);
+    expect(loaded?.submitSeq).toBe(7);
+    expect(comparable(TaskQueue.restore(loaded!.queue, OPTIONS, clock))).toEqual(comparable(queue));
+    expect(loaded?.queue).toMatchObject({
+      epoch: 2,
+      state: 'stopped',
+      reason: 'manual',
+      detail: 'by hand',
+      samples: 30,
+    });
+    expect(loaded?.queue.epochs.slice(0, 2)).toEqual([
+      { epoch: 0, done: 3, discarded: 0, doneCounts: { '0': 1, '1': 1, '2': 1 } },
+      { epoch: 1, done: 3, discarded: 0, doneCounts: { '0': 1, '1': 1, '2': 1 } },
+    ]);
+    expect(await store.submission('job-a')).toEqual({ state: 'stopped', submitSeq: 7 });
+    expect(await store.jobIds()).toEqual(['job-a']);
+  });
+
+  test('job store - a fenced write lands only while the leader key holds the token', async () => {
+    const store = new JobStore(redis, 'fence');
+    const { plan, queue } = newJob('job-f', 2);
+    await redis.set(store.leaderKey, 'token-1');
+    await store.create({ spec: SPEC, plan, submitSeq: 1, queue: queue.snapshot() }, 'token-1');
+    const t = queue.dispatch(1);
+    await redis.set(store.leaderKey, 'token-2');
+    await expect(store.applyTransition('job-f', t.change!, 'token-1')).rejects.toThrow(FencedWriteError);
+    expect(JSON.parse((await redis.hGet(store.keys('job-f').tasks, '0'))!)).toMatchObject({ status: 'todo' });
+    await store.applyTransition('job-f', t.change!, 'token-2');
+    expect(JSON.parse((await redis.hGet(store.keys('job-f').tasks, '0'))!)).toMatchObject({ status: 'pending' });
+  });
+
+  test('job store - creating a job again replaces what the earlier one left', async () => {
+    const store = new JobStore(redis, 'again');
+    const first = newJob('job-r', 2);
+    await store.create({ spec: SPEC, plan: first.plan, submitSeq: 1, queue: first.queue.snapshot() });
+    const d = first.queue.dispatch(2);
+    await store.applyTransition('job-r', d.change!);
+    for (const x of d.result) {
+      const t = first.queue.report({ ...x, trainerId: 't', outcome: 'done' });
+      await store.applyTransition('job-r', t.change!);
+    }
+    const second = newJob('job-r', 1);
+    await store.create({ spec: SPEC, plan: second.plan, submitSeq: 2, queue: second.queue.snapshot() });
+    const loaded = await store.load('job-r');
+    expect(loaded?.queue.tasks).toHaveLength(1);
+    expect(loaded?.queue.epoch).toBe(0);
+    expect(loaded?.queue.epochs).toEqual([{ epoch: 0, done: 0, discarded: 0, doneCounts: {} }]);
+    expect(await redis.exists(store.keys('job-r').epochs)).toBe(0);
+  });
+
+  test('job store - loadAll reports an unreadable job and loads the others', async () => {
+    const store = new JobStore(redis, 'all');
+    const good = newJob('job-g', 1);
+    await store.create({ spec: SPEC, plan: good.plan, submitSeq: 1, queue: good.queue.snapshot() });
+    await redis.sAdd(store.jobsKey, 'job-bad');
+    await redis.hSet(store.keys('job-bad').job, { state: 'running', epoch: 'x' });
+    const { jobs, errors } = await store.loadAll();
+    expect(jobs.map((j) => j.queue.jobId)).toEqual(['job-g']);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(CorruptJobStateError);
+    expect(errors[0]!.message).toContain('job job-bad: stored state is unreadable: field epoch is not an integer');
+  });
+});

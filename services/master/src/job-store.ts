@@ -1,0 +1,290 @@
+import { createHash } from 'node:crypto';
+import type { JobSpec } from '#libs/job-spec';
+import type { EpochAccounting, RedisConnection, StopReason } from '#libs/messaging';
+import { CorruptJobStateError, FencedWriteError } from './errors.js';
+import type { PlannedTask } from './task-plan.js';
+import { KEPT_EPOCHS, type QueueChange, type QueueFields, type QueueSnapshot, type TaskState } from './task-queue.js';
+
+/** Everything the master keeps about one job. */
+export interface StoredJob {
+  spec: JobSpec;
+  plan: PlannedTask[];
+  /** Stream sequence of the spec message the job came from, so a redelivery is recognised. */
+  submitSeq: number;
+  queue: QueueSnapshot;
+}
+
+/** A job's lifecycle state and submission, as read without loading the whole job. */
+export interface StoredSubmission {
+  state: string;
+  submitSeq: number;
+}
+
+/** The Redis keys of one job. */
+export interface JobKeys {
+  /** Hash: spec, runId, submitSeq, state, reason, detail, epoch, startedAt, stoppedAt, samples, ... */
+  job: string;
+  /** Hash: taskId → JSON `TaskState` of the current epoch. */
+  tasks: string;
+  /** String: JSON `PlannedTask[]`. */
+  plan: string;
+  /** Hash: epoch → JSON `{done, discarded}` of each finished epoch. */
+  epochs: string;
+  /** Hash of epoch `n`: taskId → times counted done. */
+  epoch(n: number): string;
+}
+
+/**
+ * Applies one change atomically. KEYS: leader, jobs set, job, tasks, epoch summaries, plan,
+ * counted epoch, then (creation only) old epoch hashes to drop. ARGV[1]: fencing token or ''
+ * (unfenced); ARGV[2]: the change as JSON with every value already a string (Lua's number
+ * formatting would mangle large integers). Returns 1, or 0 when the fence is not current.
+ */
+const APPLY_SCRIPT = `
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local p = cjson.decode(ARGV[2])
+if p.create then
+  for i = 8, #KEYS do redis.call('DEL', KEYS[i]) end
+  redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+  redis.call('SET', KEYS[6], p.plan)
+  redis.call('SADD', KEYS[2], p.jobId)
+end
+for field, value in pairs(p.job) do redis.call('HSET', KEYS[3], field, value) end
+for id, value in pairs(p.tasks) do redis.call('HSET', KEYS[4], id, value) end
+if p.counted then redis.call('HINCRBY', KEYS[7], p.counted, 1) end
+if p.closed then redis.call('HSET', KEYS[5], p.closed.epoch, p.closed.value) end
+return 1
+`;
+const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
+
+/** The script's payload: every value a string. */
+interface ApplyPayload {
+  create?: boolean;
+  jobId?: string;
+  plan?: string;
+  job: Record<string, string>;
+  tasks: Record<string, string>;
+  counted?: string;
+  closed?: { epoch: string; value: string };
+}
+
+function fieldStrings(fields: Partial<QueueFields> & Record<string, unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(fields)) {
+    if (v === undefined) continue;
+    out[k] = typeof v === 'string' ? v : JSON.stringify(v);
+  }
+  return out;
+}
+
+function taskStrings(tasks: readonly TaskState[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const t of tasks) out[String(t.taskId)] = JSON.stringify(t);
+  return out;
+}
+
+/**
+ * The master's state in Redis, under a key prefix: `<prefix>:jobs` (set of job ids),
+ * `<prefix>:job:<id>` (hash), `<prefix>:job:<id>:tasks` (hash taskId → task state),
+ * `<prefix>:job:<id>:plan`, `<prefix>:job:<id>:epochs` (finished epoch summaries) and
+ * `<prefix>:job:<id>:epoch:<n>` (hash taskId → done count). Every write is one Lua script, so a
+ * transition lands whole or not at all; with a fencing token, only while `<prefix>:leader` holds it.
+ */
+export class JobStore {
+  constructor(
+    private readonly redis: RedisConnection,
+    private readonly prefix: string,
+    private readonly keptEpochs: number = KEPT_EPOCHS,
+  ) {}
+
+  /** The key holding the current leader's fencing token. */
+  get leaderKey(): string {
+    return `${this.prefix}:leader`;
+  }
+
+  /** The key of the set of all job ids. */
+  get jobsKey(): string {
+    return `${this.prefix}:jobs`;
+  }
+
+  /** The keys of one job. */
+  keys(jobId: string): JobKeys {
+    const job = `${this.prefix}:job:${jobId}`;
+    return {
+      job,
+      tasks: `${job}:tasks`,
+      plan: `${job}:plan`,
+      epochs: `${job}:epochs`,
+      epoch: (n) => `${job}:epoch:${n}`,
+    };
+  }
+
+  /**
+   * Writes a new job (replacing whatever an earlier job of the same id left) in one atomic step.
+   * @throws FencedWriteError when `fence` is given and is not the current leader token.
+   */
+  async create(job: StoredJob, fence?: string): Promise<void> {
+    const k = this.keys(job.queue.jobId);
+    const oldEpoch = await this.redis.hGet(k.job, 'epoch');
+    const stale =
+      oldEpoch === null || oldEpoch === undefined
+        ? []
+        : Array.from({ length: Number(oldEpoch) + 1 }, (_, n) => k.epoch(n));
+    const { tasks, epochs: _epochs, ...fields } = job.queue;
+    const payload: ApplyPayload = {
+      create: true,
+      jobId: job.queue.jobId,
+      plan: JSON.stringify(job.plan),
+      job: fieldStrings({
+        ...fields,
+        spec: JSON.stringify(job.spec),
+        submitSeq: job.submitSeq,
+        taskCount: tasks.length,
+      }),
+      tasks: taskStrings(tasks),
+    };
+    await this.run(job.queue.jobId, k, k.epoch(job.queue.epoch), payload, fence, stale);
+  }
+
+  /**
+   * Persists one task-queue transition atomically: job fields, changed tasks, the done count of
+   * a counted task and the summary of a finished epoch.
+   * @throws FencedWriteError when `fence` is given and is not the current leader token.
+   */
+  async applyTransition(jobId: string, change: QueueChange, fence?: string): Promise<void> {
+    const k = this.keys(jobId);
+    const payload: ApplyPayload = { job: fieldStrings(change.job), tasks: taskStrings(change.tasks) };
+    if (change.counted) payload.counted = String(change.counted.taskId);
+    if (change.closedEpoch) {
+      const { epoch, done, discarded } = change.closedEpoch;
+      payload.closed = { epoch: String(epoch), value: JSON.stringify({ done, discarded }) };
+    }
+    await this.run(jobId, k, k.epoch(change.counted?.epoch ?? 0), payload, fence, []);
+  }
+
+  /** The ids of every stored job. */
+  async jobIds(): Promise<string[]> {
+    return (await this.redis.sMembers(this.jobsKey)).sort();
+  }
+
+  /** A stored job's state and submission sequence, or undefined when there is no such job. */
+  async submission(jobId: string): Promise<StoredSubmission | undefined> {
+    const [state, seq] = await this.redis.hmGet(this.keys(jobId).job, ['state', 'submitSeq']);
+    if (state === null || state === undefined) return undefined;
+    return { state, submitSeq: Number(seq ?? 0) };
+  }
+
+  /**
+   * Reads one job back.
+   * @throws CorruptJobStateError when a field is missing or malformed.
+   */
+  async load(jobId: string): Promise<StoredJob | undefined> {
+    const k = this.keys(jobId);
+    const [fields, taskFields, planText, summaries] = await Promise.all([
+      this.redis.hGetAll(k.job),
+      this.redis.hGetAll(k.tasks),
+      this.redis.get(k.plan),
+      this.redis.hGetAll(k.epochs),
+    ]);
+    if (Object.keys(fields).length === 0) return undefined;
+    try {
+      const epoch = int(fields, 'epoch');
+      const first = Math.max(0, epoch - this.keptEpochs + 1);
+      const counts = await Promise.all(
+        Array.from({ length: epoch - first + 1 }, (_, i) => this.redis.hGetAll(k.epoch(first + i))),
+      );
+      const epochs: EpochAccounting[] = counts.map((raw, i) => {
+        const n = first + i;
+        const summary = summaries[String(n)]
+          ? (JSON.parse(summaries[String(n)]!) as { done: number; discarded: number })
+          : undefined;
+        const doneCounts: Record<string, number> = {};
+        for (const [taskId, c] of Object.entries(raw)) doneCounts[taskId] = Number(c);
+        return { epoch: n, done: summary?.done ?? 0, discarded: summary?.discarded ?? 0, doneCounts };
+      });
+      const taskCount = int(fields, 'taskCount');
+      const tasks: TaskState[] = Array.from({ length: taskCount }, (_, taskId) => {
+        const raw = taskFields[String(taskId)];
+        if (raw === undefined) throw new Error(`task ${taskId} is missing`);
+        return JSON.parse(raw) as TaskState;
+      });
+      if (planText === null || planText === undefined) throw new Error('the task plan is missing');
+      const queue: QueueSnapshot = {
+        jobId,
+        runId: str(fields, 'runId'),
+        state: str(fields, 'state') === 'stopped' ? 'stopped' : 'running',
+        epoch,
+        startedAt: int(fields, 'startedAt'),
+        samples: Number(fields['samples'] ?? 0),
+        dispatchSeq: int(fields, 'dispatchSeq'),
+        durationsMs: JSON.parse(fields['durationsMs'] ?? '[]') as number[],
+        tasks,
+        epochs,
+      };
+      if (fields['reason']) queue.reason = fields['reason'] as StopReason;
+      if (fields['detail'] !== undefined) queue.detail = fields['detail'];
+      if (fields['stoppedAt'] !== undefined) queue.stoppedAt = int(fields, 'stoppedAt');
+      return {
+        spec: JSON.parse(str(fields, 'spec')) as JobSpec,
+        plan: JSON.parse(planText) as PlannedTask[],
+        submitSeq: Number(fields['submitSeq'] ?? 0),
+        queue,
+      };
+    } catch (cause) {
+      throw new CorruptJobStateError(jobId, (cause as Error).message, { cause });
+    }
+  }
+
+  /**
+   * Reads every stored job back, so a restarted master resumes where it was. A job whose state
+   * cannot be read is reported in `errors` and left out; the others still load.
+   */
+  async loadAll(): Promise<{ jobs: StoredJob[]; errors: CorruptJobStateError[] }> {
+    const jobs: StoredJob[] = [];
+    const errors: CorruptJobStateError[] = [];
+    for (const jobId of await this.jobIds()) {
+      try {
+        const job = await this.load(jobId);
+        if (job) jobs.push(job);
+      } catch (err) {
+        if (!(err instanceof CorruptJobStateError)) throw err;
+        errors.push(err);
+      }
+    }
+    return { jobs, errors };
+  }
+
+  private async run(
+    jobId: string,
+    k: JobKeys,
+    countedEpochKey: string,
+    payload: ApplyPayload,
+    fence: string | undefined,
+    extraKeys: string[],
+  ): Promise<void> {
+    const options = {
+      keys: [this.leaderKey, this.jobsKey, k.job, k.tasks, k.epochs, k.plan, countedEpochKey, ...extraKeys],
+      arguments: [fence ?? '', JSON.stringify(payload)],
+    };
+    let reply: unknown;
+    try {
+      reply = await this.redis.evalSha(APPLY_SHA, options);
+    } catch (err) {
+      if (!String((err as Error).message).startsWith('NOSCRIPT')) throw err;
+      reply = await this.redis.eval(APPLY_SCRIPT, options);
+    }
+    if (Number(reply) !== 1) throw new FencedWriteError(jobId, fence ?? '');
+  }
+}
+
+function str(fields: Record<string, string>, name: string): string {
+  const v = fields[name];
+  if (v === undefined) throw new Error(`field ${name} is missing`);
+  return v;
+}
+
+function int(fields: Record<string, string>, name: string): number {
+  const v = Number(str(fields, name));
+  if (!Number.isInteger(v)) throw new Error(`field ${name} is not an integer: ${JSON.stringify(fields[name])}`);
+  return v;
+}

@@ -1,0 +1,55 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { CONSUMERS, STREAMS } from '#libs/messaging';
+import { DurablePull } from './durable-pull.js';
+import { JobDirectory } from './job-directory.js';
+import { JETSTREAM_MANAGER } from './master-tokens.js';
+import { parseStopRequest } from './stop-request.js';
+import { jobIdFromSubject } from './trainer-requests.js';
+
+/**
+ * Takes stop requests from the control stream (durable `master-control`) and stops the job:
+ * persisted as stopped with the reason, task messages purged, directory entry and `stopped`
+ * event. The first stop wins; later ones for a stopped job are acked and ignored.
+ */
+@Injectable()
+export class StopControl implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('StopControl');
+  private readonly pull: DurablePull;
+
+  constructor(
+    @Inject(JETSTREAM_MANAGER) jsm: JetStreamManager,
+    @Inject(JobDirectory) private readonly directory: JobDirectory,
+  ) {
+    this.pull = new DurablePull(jsm, STREAMS.control.name, CONSUMERS.masterControl, this.logger);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.pull.start((msg) => this.handle(msg));
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.pull.stop();
+  }
+
+  private async handle(msg: JsMsg): Promise<void> {
+    let jobId: string;
+    try {
+      jobId = jobIdFromSubject(msg.subject);
+    } catch (err) {
+      this.logger.warn(`ignoring a stop message: ${(err as Error).message}`);
+      msg.ack();
+      return;
+    }
+    const request = parseStopRequest(msg.data);
+    if (request.detail?.startsWith('stop body was not'))
+      this.logger.warn(`stop message on ${msg.subject}: ${request.detail}`);
+    const runner = this.directory.get(jobId);
+    if (runner === undefined) {
+      this.logger.warn(`stop message on ${msg.subject} for unknown job ${jobId}; ignored`);
+    } else if (!(await runner.stop(request.reason, request.detail))) {
+      this.logger.log(`job ${jobId} already stopped; stop (${request.reason}) ignored`);
+    }
+    msg.ack();
+  }
+}

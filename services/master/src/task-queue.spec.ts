@@ -1,0 +1,347 @@
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { TaskQueue, type QueueChange, type TaskQueueOptions, type TaskState } from './task-queue.js';
+
+/** Deep equality of plain data, whichever realm built the objects. */
+function same(a: unknown, b: unknown): void {
+  assert.deepStrictEqual(JSON.parse(JSON.stringify(a)), JSON.parse(JSON.stringify(b)));
+}
+
+const OPTIONS: TaskQueueOptions = { maxTaskFailures: 2, timeout: { floorMs: 1000, multiplier: 3, window: 20 } };
+
+function setup(taskCount: number, options: Partial<TaskQueueOptions> = {}) {
+  let now = 1_000_000;
+  const clock = { now: () => now, advance: (ms: number) => (now += ms) };
+  const queue = TaskQueue.create(
+    { jobId: 'job-a', runId: 'r1', taskCount, startedAt: now },
+    { ...OPTIONS, ...options },
+    clock.now,
+  );
+  return { queue, clock };
+}
+
+function claimAll(queue: TaskQueue, trainerId = 't1') {
+  const { result } = queue.dispatch(100);
+  for (const d of result) expect(queue.claim({ ...d, trainerId }).result.ok).toBe(true);
+  return result;
+}
+
+describe('task queue', () => {
+  test('task queue - dispatch hands out todo tasks up to the limit, each with a new dispatch id', () => {
+    const { queue } = setup(5);
+    const first = queue.dispatch(2);
+    expect(first.result.map((d) => d.taskId)).toEqual([0, 1]);
+    expect(new Set(first.result.map((d) => d.dispatchId)).size).toBe(2);
+    expect(first.change?.tasks.map((t) => t.status)).toEqual(['pending', 'pending']);
+    expect(first.change?.job.dispatchSeq).toBe(2);
+    expect(queue.unclaimedCount()).toBe(2);
+    expect(queue.dispatch(10).result.map((d) => d.taskId)).toEqual([2, 3, 4]);
+    expect(queue.dispatch(10)).toEqual({ result: [], change: null, events: [] });
+  });
+
+  test('task queue - a claim starts the deadline from the moving average of task durations', () => {
+    const { queue, clock } = setup(3);
+    const [d0] = queue.dispatch(1).result;
+    clock.advance(100);
+    const claim = queue.claim({ ...d0!, trainerId: 't1' });
+    expect(claim.result).toEqual({ ok: true, deadlineMs: clock.now() + 1000 });
+    clock.advance(2000);
+    queue.report({ ...d0!, trainerId: 't1', outcome: 'done', samples: 10 });
+    expect(queue.timeoutMs()).toBe(6000);
+    expect(queue.samples).toBe(10);
+  });
+
+  test('task queue - a claimed task past its deadline returns to todo with a failure', () => {
+    const { queue, clock } = setup(2);
+    const [d0] = queue.dispatch(1).result;
+    queue.claim({ ...d0!, trainerId: 't1' });
+    clock.advance(999);
+    expect(queue.expire().result).toBe(0);
+    clock.advance(1);
+    const t = queue.expire();
+    expect(t.result).toBe(1);
+    expect(queue.task(0)).toMatchObject({ status: 'todo', failures: 1, lastError: 'timeout' });
+    expect(t.events).toEqual([
+      expect.objectContaining({ type: 'task-retried', taskId: 0, failures: 1, error: 'timeout' }),
+    ]);
+    expect(queue.report({ ...d0!, trainerId: 't1', outcome: 'done' }).result).toEqual({ ok: true, counted: false });
+  });
+
+  test('task queue - an unclaimed dispatch past its deadline returns to todo without a failure', () => {
+    const { queue, clock } = setup(1);
+    queue.dispatch(1);
+    clock.advance(1000);
+    const t = queue.expire();
+    expect(t.events).toEqual([]);
+    expect(queue.task(0)).toMatchObject({ status: 'todo', failures: 0 });
+  });
+
+  test('task queue - a claim or report with a stale dispatch id is ignored', () => {
+    const { queue, clock } = setup(2);
+    const [old] = queue.dispatch(1).result;
+    clock.advance(1000);
+    queue.expire();
+    const [fresh] = queue.dispatch(1).result;
+    expect(fresh!.dispatchId).not.toBe(old!.dispatchId);
+    expect(queue.claim({ ...old!, trainerId: 't1' }).result).toEqual({ ok: false, reason: 'stale' });
+    expect(queue.claim({ ...fresh!, trainerId: 't2' }).result.ok).toBe(true);
+    const stale = queue.report({ ...old!, trainerId: 't1', outcome: 'done' });
+    expect(stale).toEqual({ result: { ok: true, counted: false }, change: null, events: [] });
+    expect(queue.claim({ ...fresh!, trainerId: 't3' }).result).toEqual({ ok: false, reason: 'stale' });
+    expect(queue.claim({ ...fresh!, trainerId: 't2' }).result.ok).toBe(true);
+  });
+
+  test('task queue - a task failing more than maxTaskFailures times is discarded and the next epoch starts', () => {
+    const { queue } = setup(2);
+    const [a, b] = claimAll(queue);
+    queue.report({ ...b!, trainerId: 't1', outcome: 'done' });
+    let last = queue.report({ ...a!, trainerId: 't1', outcome: 'failed', error: 'boom' });
+    for (let i = 0; i < 2; i += 1) {
+      expect(last.events).toEqual([expect.objectContaining({ type: 'task-retried', failures: i + 1, error: 'boom' })]);
+      const [again] = claimAll(queue);
+      last = queue.report({ ...again!, trainerId: 't1', outcome: 'failed', error: 'boom' });
+    }
+    expect(last.events.map((e) => e.type)).toEqual(['task-discarded', 'epoch']);
+    expect(last.change?.closedEpoch).toEqual({ epoch: 0, done: 1, discarded: 1 });
+    expect(queue.epoch).toBe(1);
+    expect(queue.counts()).toEqual({ total: 2, todo: 2, pending: 0, done: 0, discarded: 0 });
+    expect(queue.task(0)?.failures).toBe(0);
+  });
+
+  test('task queue - the last pending task failing into discard advances the epoch', () => {
+    const { queue } = setup(1, { maxTaskFailures: 0 });
+    const [a] = claimAll(queue);
+    const t = queue.report({ ...a!, trainerId: 't1', outcome: 'failed', error: 'x' });
+    expect(t.events.map((e) => e.type)).toEqual(['task-discarded', 'epoch']);
+    expect(queue.epoch).toBe(1);
+  });
+
+  test('task queue - the last pending task timing out into discard advances the epoch', () => {
+    const { queue, clock } = setup(1, { maxTaskFailures: 0 });
+    claimAll(queue);
+    clock.advance(5000);
+    const t = queue.expire();
+    expect(t.events.map((e) => e.type)).toEqual(['task-discarded', 'epoch']);
+    expect(t.change?.job.epoch).toBe(1);
+  });
+
+  test('task queue - a returned task goes back to todo without a failure', () => {
+    const { queue } = setup(1);
+    const [a] = claimAll(queue);
+    const t = queue.report({ ...a!, trainerId: 't1', outcome: 'returned' });
+    expect(t.result.counted).toBe(true);
+    expect(t.events).toEqual([]);
+    expect(queue.task(0)).toMatchObject({ status: 'todo', failures: 0 });
+    expect(queue.epoch).toBe(0);
+  });
+
+  test('task queue - a task is counted once per epoch, a repeated report is not counted', () => {
+    const { queue } = setup(2);
+    const [a, b] = claimAll(queue);
+    expect(queue.report({ ...a!, trainerId: 't1', outcome: 'done' }).change?.counted).toEqual({ epoch: 0, taskId: 0 });
+    expect(queue.report({ ...a!, trainerId: 't1', outcome: 'done' }).result.counted).toBe(false);
+    queue.report({ ...b!, trainerId: 't1', outcome: 'done' });
+    const [a1] = claimAll(queue);
+    queue.report({ ...a1!, trainerId: 't1', outcome: 'done' });
+    expect(queue.accounting()).toEqual([
+      { epoch: 0, done: 2, discarded: 0, doneCounts: { '0': 1, '1': 1 } },
+      { epoch: 1, done: 1, discarded: 0, doneCounts: { '0': 1 } },
+    ]);
+  });
+
+  test('task queue - reaching maxEpochs stops the job in the same change', () => {
+    const { queue } = setup(1, { maxEpochs: 2 });
+    for (let e = 0; e < 2; e += 1) {
+      const [a] = claimAll(queue);
+      const t = queue.report({ ...a!, trainerId: 't1', outcome: 'done' });
+      if (e === 1) {
+        expect(t.change?.job).toMatchObject({ epoch: 2, state: 'stopped', reason: 'maxEpochs' });
+        expect(t.events.map((ev) => ev.type)).toEqual(['epoch', 'stopped']);
+      }
+    }
+    expect(queue.state).toBe('stopped');
+    expect(queue.dispatch(5).result).toEqual([]);
+    expect(queue.stop('manual').result).toBe(false);
+  });
+
+  test('task queue - maxSeconds stops the job on the wall clock', () => {
+    const { queue, clock } = setup(1, { maxSeconds: 10 });
+    expect(queue.expire().change).toBeNull();
+    clock.advance(10_000);
+    const t = queue.expire();
+    expect(t.change?.job).toMatchObject({ state: 'stopped', reason: 'maxSeconds' });
+    expect(queue.claim({ taskId: 0, epoch: 0, dispatchId: 'x', trainerId: 't' }).result).toEqual({
+      ok: false,
+      reason: 'stopped',
+    });
+  });
+
+  test('task queue - a claim past maxTrainers is refused full and the task returns to todo', () => {
+    const { queue } = setup(3, { maxTrainers: 1 });
+    const [a, b] = queue.dispatch(2).result;
+    expect(queue.claim({ ...a!, trainerId: 't1' }).result.ok).toBe(true);
+    expect(queue.claim({ ...b!, trainerId: 't2' }).result).toEqual({ ok: false, reason: 'full' });
+    expect(queue.task(1)).toMatchObject({ status: 'todo', failures: 0 });
+  });
+
+  test('task queue - restore re-arms the deadlines of pending tasks', () => {
+    const { queue, clock } = setup(2);
+    claimAll(queue);
+    clock.advance(60_000);
+    const restored = TaskQueue.restore(queue.snapshot(), OPTIONS, clock.now);
+    expect(restored.expire().result).toBe(0);
+    expect(restored.task(0)?.deadline).toBe(clock.now() + 1000);
+  });
+
+  test('task queue - random sequences of events keep the accounting invariants', () => {
+    type Op =
+      | { k: 'dispatch'; n: number }
+      | { k: 'claim'; pick: number; trainer: number; stale: boolean }
+      | { k: 'report'; pick: number; outcome: 'done' | 'failed' | 'returned'; stale: boolean }
+      | { k: 'time'; ms: number }
+      | { k: 'expire' };
+    const stale = fc.integer({ min: 0, max: 9 }).map((x) => x === 0);
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      { weight: 3, arbitrary: fc.record({ k: fc.constant('dispatch' as const), n: fc.integer({ min: 1, max: 4 }) }) },
+      {
+        weight: 4,
+        arbitrary: fc.record({
+          k: fc.constant('claim' as const),
+          pick: fc.nat(),
+          trainer: fc.integer({ min: 0, max: 3 }),
+          stale,
+        }),
+      },
+      {
+        weight: 5,
+        arbitrary: fc.record({
+          k: fc.constant('report' as const),
+          pick: fc.nat(),
+          outcome: fc.constantFrom(
+            'done' as const,
+            'done' as const,
+            'done' as const,
+            'failed' as const,
+            'returned' as const,
+          ),
+          stale,
+        }),
+      },
+      { weight: 1, arbitrary: fc.record({ k: fc.constant('time' as const), ms: fc.integer({ min: 0, max: 3000 }) }) },
+      { weight: 1, arbitrary: fc.constant({ k: 'expire' as const }) },
+    );
+    /** Mostly recent dispatches, so that many claims and reports are current. */
+    const pickIssued = <T>(issued: T[], pick: number): T =>
+      issued[issued.length - 1 - (pick % Math.min(issued.length, 6))]!;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.array(op, { minLength: 20, maxLength: 150, size: 'max' }),
+        (n, maxFailures, ops) => {
+          const { queue, clock } = setup(n, { maxTaskFailures: maxFailures });
+          const replica = new Replica(queue.snapshot().tasks);
+          const issued: { taskId: number; epoch: number; dispatchId: string; trainerId?: string }[] = [];
+          const apply = (change: QueueChange | null) => {
+            const before = replica.epoch;
+            if (change) replica.apply(change);
+            if (replica.epoch !== before) {
+              // An epoch ends only when every task is done or discarded.
+              const summary = replica.closed.get(before)!;
+              assert.equal(summary.done + summary.discarded, n);
+              assert.equal(
+                Object.values(replica.doneCounts(before)).reduce((s, c) => s + c, 0),
+                summary.done,
+              );
+            }
+          };
+          for (const o of ops) {
+            if (o.k === 'dispatch') {
+              const t = queue.dispatch(o.n);
+              issued.push(...t.result);
+              apply(t.change);
+            } else if (o.k === 'claim' && issued.length > 0) {
+              const d = pickIssued(issued, o.pick);
+              const trainerId = d.trainerId ?? `t${o.trainer}`;
+              const t = queue.claim({ ...d, dispatchId: o.stale ? `${d.dispatchId}-old` : d.dispatchId, trainerId });
+              if (t.result.ok) d.trainerId = trainerId;
+              if (o.stale) assert.deepStrictEqual(t.result, { ok: false, reason: 'stale' });
+              apply(t.change);
+            } else if (o.k === 'report' && issued.length > 0) {
+              const d = pickIssued(issued, o.pick);
+              const t = queue.report({
+                ...d,
+                dispatchId: o.stale ? `${d.dispatchId}-old` : d.dispatchId,
+                trainerId: d.trainerId ?? 't0',
+                outcome: o.outcome,
+                samples: 1,
+              });
+              if (o.stale) assert.equal(t.change, null);
+              apply(t.change);
+            } else if (o.k === 'time') {
+              clock.advance(o.ms);
+            } else if (o.k === 'expire') {
+              apply(queue.expire().change);
+            }
+            const snap = queue.snapshot();
+            // The persisted replica matches the in-memory state after every transition.
+            same(replica.tasks(), snap.tasks);
+            assert.equal(replica.epoch, snap.epoch);
+            assert.equal(replica.job['samples'] ?? 0, snap.samples);
+            const c = queue.counts();
+            assert.equal(c.todo + c.pending + c.done + c.discarded, n);
+            for (const e of snap.epochs) {
+              assert.ok(
+                Object.values(e.doneCounts).every((x) => x === 1),
+                `epoch ${e.epoch} counted a task twice`,
+              );
+              same(replica.doneCounts(e.epoch), e.doneCounts);
+            }
+            for (const t of snap.tasks) {
+              if (t.status === 'pending') assert.ok(t.dispatchId !== undefined && t.deadline !== undefined);
+              if (t.status === 'done') assert.equal(replica.doneCounts(snap.epoch)[String(t.taskId)], 1);
+              assert.ok(t.failures <= maxFailures + 1);
+            }
+            assert.equal(Object.keys(replica.doneCounts(snap.epoch)).length, c.done);
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+});
+
+/** What the store would hold after applying each change: the Redis layout in miniature. */
+class Replica {
+  readonly job: Record<string, unknown> = {};
+  readonly closed = new Map<number, { done: number; discarded: number }>();
+  private readonly taskMap = new Map<number, TaskState>();
+  private readonly counts = new Map<number, Record<string, number>>();
+
+  constructor(tasks: TaskState[]) {
+    for (const t of tasks) this.taskMap.set(t.taskId, t);
+  }
+
+  get epoch(): number {
+    return (this.job['epoch'] as number | undefined) ?? 0;
+  }
+
+  apply(change: QueueChange): void {
+    Object.assign(this.job, change.job);
+    for (const t of change.tasks) this.taskMap.set(t.taskId, structuredClone(t));
+    if (change.counted) {
+      const c = this.doneCounts(change.counted.epoch);
+      c[String(change.counted.taskId)] = (c[String(change.counted.taskId)] ?? 0) + 1;
+      this.counts.set(change.counted.epoch, c);
+    }
+    if (change.closedEpoch) this.closed.set(change.closedEpoch.epoch, change.closedEpoch);
+  }
+
+  tasks(): TaskState[] {
+    return [...this.taskMap.values()].sort((a, b) => a.taskId - b.taskId);
+  }
+
+  doneCounts(epoch: number): Record<string, number> {
+    return { ...(this.counts.get(epoch) ?? {}) };
+  }
+}

@@ -1,0 +1,467 @@
+import type {
+  EpochAccounting,
+  JobEventInput,
+  StopReason,
+  TaskClaim,
+  TaskClaimReply,
+  TaskCounts,
+  TaskReport,
+  TaskReportReply,
+} from '#libs/messaging';
+import { recordDuration, taskTimeoutMs, type TaskTimeoutPolicy } from './task-timeout.js';
+
+/** Epoch accounts kept in memory (and shown in status): the current one and a few before it. */
+export const KEPT_EPOCHS = 5;
+
+/** Where a task stands in the current epoch. */
+export type TaskStatus = 'todo' | 'pending' | 'done' | 'discarded';
+
+/** One task's state in the current epoch, as persisted. */
+export interface TaskState {
+  taskId: number;
+  status: TaskStatus;
+  /** Failures and timeouts in the current epoch. */
+  failures: number;
+  /** The current dispatch while pending (and the last one after). */
+  dispatchId?: string;
+  dispatchedAt?: number;
+  /** The trainer that claimed the current dispatch, once claimed. */
+  claimedBy?: string;
+  claimedAt?: number;
+  /** When the pending task counts as lost (epoch ms). */
+  deadline?: number;
+  lastError?: string;
+}
+
+/** Whether the job still hands out tasks. */
+export type QueueLifecycle = 'running' | 'stopped';
+
+/** Totals of one finished epoch. */
+export interface EpochSummary {
+  epoch: number;
+  done: number;
+  discarded: number;
+}
+
+/** The complete state of a job's task queue: what the store persists and restores. */
+export interface QueueSnapshot {
+  jobId: string;
+  /** Random per job incarnation, so dispatch ids never repeat across resubmissions. */
+  runId: string;
+  state: QueueLifecycle;
+  reason?: StopReason;
+  detail?: string;
+  epoch: number;
+  startedAt: number;
+  stoppedAt?: number;
+  /** Examples trained on, from counted done reports. */
+  samples: number;
+  /** Dispatches made so far (the sequence part of dispatch ids). */
+  dispatchSeq: number;
+  /** Recent task durations, oldest first. */
+  durationsMs: number[];
+  tasks: TaskState[];
+  /** Accounting of recent epochs, oldest first, the current one last. */
+  epochs: EpochAccounting[];
+}
+
+/** The job-level fields a transition may change. */
+export type QueueFields = Pick<
+  QueueSnapshot,
+  'state' | 'reason' | 'detail' | 'epoch' | 'stoppedAt' | 'samples' | 'dispatchSeq' | 'durationsMs'
+>;
+
+/**
+ * What one transition changed, for the store to write atomically: job fields, the new state of
+ * each task that changed, a done count to increment, and the summary of an epoch that ended.
+ */
+export interface QueueChange {
+  job: Partial<QueueFields>;
+  tasks: TaskState[];
+  counted?: { epoch: number; taskId: number };
+  closedEpoch?: EpochSummary;
+}
+
+/** The outcome of a transition: its result, the change to persist (null: none) and events to publish. */
+export interface Transition<R> {
+  result: R;
+  change: QueueChange | null;
+  events: JobEventInput[];
+}
+
+/** A task handed out: publish it as a `TaskMessage`. */
+export interface Dispatch {
+  taskId: number;
+  epoch: number;
+  dispatchId: string;
+  deadline: number;
+}
+
+/** Limits of a job's queue, from its spec. */
+export interface TaskQueueOptions {
+  /** A task failing (or timing out) more often than this in one epoch is discarded for the epoch. */
+  maxTaskFailures: number;
+  timeout: TaskTimeoutPolicy;
+  /** The job stops (reason maxEpochs) when the epoch counter reaches this. */
+  maxEpochs?: number;
+  /** The job stops (reason maxSeconds) this long after it started. */
+  maxSeconds?: number;
+  /** Most distinct trainers holding claimed tasks at once; a claim beyond is refused `full`. */
+  maxTrainers?: number;
+  /** Epoch accounts kept; default {@link KEPT_EPOCHS}. */
+  keptEpochs?: number;
+}
+
+/** Milliseconds since the Unix epoch; injected so tests control time. */
+export type Clock = () => number;
+
+/** What a fresh job's queue starts from. */
+export interface NewQueue {
+  jobId: string;
+  runId: string;
+  taskCount: number;
+  startedAt: number;
+}
+
+function freshTask(taskId: number): TaskState {
+  return { taskId, status: 'todo', failures: 0 };
+}
+
+/** Drops the fields that only make sense while a task is pending. */
+function settled(task: TaskState, status: TaskStatus, extra: Partial<TaskState> = {}): TaskState {
+  const { deadline: _d, claimedBy: _c, claimedAt: _a, dispatchedAt: _t, ...rest } = task;
+  return { ...rest, status, ...extra };
+}
+
+/**
+ * The task state machine of one job. Each task goes todo → pending (dispatched, then claimed) →
+ * done, or back to todo on failure, timeout or hand-back, or to discarded after more than
+ * `maxTaskFailures` failures; when no task is todo or pending the epoch ends and every task
+ * (discarded ones too) starts over. Every transition mutates the in-memory state and returns the
+ * change to persist plus the events to publish. No I/O happens here.
+ */
+export class TaskQueue {
+  private s: QueueSnapshot;
+  private readonly keptEpochs: number;
+
+  private constructor(
+    snapshot: QueueSnapshot,
+    private readonly options: TaskQueueOptions,
+    private readonly clock: Clock,
+  ) {
+    this.s = snapshot;
+    this.keptEpochs = options.keptEpochs ?? KEPT_EPOCHS;
+  }
+
+  /** A new job's queue: epoch 0, every task todo. */
+  static create(init: NewQueue, options: TaskQueueOptions, clock: Clock = Date.now): TaskQueue {
+    const tasks = Array.from({ length: init.taskCount }, (_, i) => freshTask(i));
+    return new TaskQueue(
+      {
+        jobId: init.jobId,
+        runId: init.runId,
+        state: 'running',
+        epoch: 0,
+        startedAt: init.startedAt,
+        samples: 0,
+        dispatchSeq: 0,
+        durationsMs: [],
+        tasks,
+        epochs: [{ epoch: 0, done: 0, discarded: 0, doneCounts: {} }],
+      },
+      options,
+      clock,
+    );
+  }
+
+  /**
+   * A queue rebuilt from persisted state. Pending tasks get fresh deadlines (now + timeout): the
+   * time they spent while no master ran is not held against them.
+   */
+  static restore(snapshot: QueueSnapshot, options: TaskQueueOptions, clock: Clock = Date.now): TaskQueue {
+    const queue = new TaskQueue(structuredClone(snapshot), options, clock);
+    const deadline = clock() + queue.timeoutMs();
+    queue.s.tasks = queue.s.tasks.map((t) => (t.status === 'pending' ? { ...t, deadline } : t));
+    if (!queue.s.epochs.some((e) => e.epoch === queue.s.epoch)) {
+      queue.s.epochs.push({ epoch: queue.s.epoch, done: 0, discarded: 0, doneCounts: {} });
+    }
+    return queue;
+  }
+
+  /** A deep copy of the whole state. */
+  snapshot(): QueueSnapshot {
+    const copy = structuredClone(this.s);
+    copy.epochs = this.accounting();
+    return copy;
+  }
+
+  get jobId(): string {
+    return this.s.jobId;
+  }
+
+  get epoch(): number {
+    return this.s.epoch;
+  }
+
+  get state(): QueueLifecycle {
+    return this.s.state;
+  }
+
+  get reason(): StopReason | undefined {
+    return this.s.reason;
+  }
+
+  get detail(): string | undefined {
+    return this.s.detail;
+  }
+
+  get startedAt(): number {
+    return this.s.startedAt;
+  }
+
+  get stoppedAt(): number | undefined {
+    return this.s.stoppedAt;
+  }
+
+  get samples(): number {
+    return this.s.samples;
+  }
+
+  /** The current task timeout from the recent durations. */
+  timeoutMs(): number {
+    return taskTimeoutMs(this.options.timeout, this.s.durationsMs);
+  }
+
+  /** One task's state (a copy). */
+  task(taskId: number): TaskState | undefined {
+    const t = this.s.tasks[taskId];
+    return t === undefined ? undefined : { ...t };
+  }
+
+  /** Task counters of the current epoch. */
+  counts(): TaskCounts {
+    const c: TaskCounts = { total: this.s.tasks.length, todo: 0, pending: 0, done: 0, discarded: 0 };
+    for (const t of this.s.tasks) c[t.status] += 1;
+    return c;
+  }
+
+  /** Pending tasks that no trainer claimed yet (their messages wait in the stream). */
+  unclaimedCount(): number {
+    return this.s.tasks.filter((t) => t.status === 'pending' && t.claimedBy === undefined).length;
+  }
+
+  /** Accounting of recent epochs, oldest first; the current epoch's totals are live. */
+  accounting(): EpochAccounting[] {
+    return this.s.epochs.map((e) => {
+      const account = { ...e, doneCounts: { ...e.doneCounts } };
+      if (e.epoch === this.s.epoch) {
+        const c = this.counts();
+        account.done = c.done;
+        account.discarded = c.discarded;
+      }
+      return account;
+    });
+  }
+
+  /** Hands out up to `limit` todo tasks, lowest id first: each becomes pending with a fresh dispatch id. */
+  dispatch(limit: number): Transition<Dispatch[]> {
+    if (this.s.state !== 'running' || limit < 1) return { result: [], change: null, events: [] };
+    const now = this.clock();
+    const deadline = now + this.timeoutMs();
+    const dispatched: Dispatch[] = [];
+    const tasks: TaskState[] = [];
+    for (const t of this.s.tasks) {
+      if (dispatched.length >= limit) break;
+      if (t.status !== 'todo') continue;
+      this.s.dispatchSeq += 1;
+      const dispatchId = `${this.s.runId}.${this.s.dispatchSeq}`;
+      const next: TaskState = { ...settled(t, 'pending'), dispatchId, dispatchedAt: now, deadline };
+      this.s.tasks[t.taskId] = next;
+      tasks.push(next);
+      dispatched.push({ taskId: t.taskId, epoch: this.s.epoch, dispatchId, deadline });
+    }
+    if (dispatched.length === 0) return { result: [], change: null, events: [] };
+    return { result: dispatched, change: { job: { dispatchSeq: this.s.dispatchSeq }, tasks }, events: [] };
+  }
+
+  /**
+   * A trainer claims a task message it pulled. Granted when the dispatch is current (again for
+   * the same trainer, so a retried claim is harmless); the deadline restarts. Refused `stale`
+   * for an old dispatch, `stopped` when the job stopped, `full` when `maxTrainers` other
+   * trainers hold tasks (the task then returns to todo at once, with no failure).
+   */
+  claim(claim: Omit<TaskClaim, 'jobId'>): Transition<TaskClaimReply> {
+    if (this.s.state !== 'running') return { result: { ok: false, reason: 'stopped' }, change: null, events: [] };
+    const t = this.current(claim);
+    if (t === undefined || (t.claimedBy !== undefined && t.claimedBy !== claim.trainerId)) {
+      return { result: { ok: false, reason: 'stale' }, change: null, events: [] };
+    }
+    if (t.claimedBy === undefined && this.isFull(claim.trainerId)) {
+      const back = settled(t, 'todo');
+      this.s.tasks[t.taskId] = back;
+      return { result: { ok: false, reason: 'full' }, change: { job: {}, tasks: [back] }, events: [] };
+    }
+    const now = this.clock();
+    const next: TaskState = { ...t, claimedBy: claim.trainerId, claimedAt: now, deadline: now + this.timeoutMs() };
+    this.s.tasks[t.taskId] = next;
+    return { result: { ok: true, deadlineMs: next.deadline! }, change: { job: {}, tasks: [next] }, events: [] };
+  }
+
+  /**
+   * A trainer's report. Ignored (`counted: false`) unless it names the task's current dispatch.
+   * done: the task is done and counted once in the epoch's accounting; failed: one more failure,
+   * back to todo or discarded; returned: back to todo with no failure. The epoch may end here.
+   */
+  report(report: Omit<TaskReport, 'jobId'>): Transition<TaskReportReply> {
+    const ignored: Transition<TaskReportReply> = { result: { ok: true, counted: false }, change: null, events: [] };
+    if (this.s.state !== 'running') return ignored;
+    const t = this.current(report);
+    if (t === undefined) return ignored;
+    const now = this.clock();
+    const change: QueueChange = { job: {}, tasks: [] };
+    const events: JobEventInput[] = [];
+    if (report.outcome === 'done') {
+      const started = t.claimedAt ?? t.dispatchedAt ?? now;
+      const next = settled(t, 'done');
+      delete next.lastError;
+      this.s.tasks[t.taskId] = next;
+      this.s.durationsMs = recordDuration(this.s.durationsMs, now - started, this.options.timeout.window);
+      const samples =
+        report.samples !== undefined && Number.isFinite(report.samples) && report.samples > 0 ? report.samples : 0;
+      this.s.samples += samples;
+      const account = this.currentAccount();
+      account.doneCounts[String(t.taskId)] = (account.doneCounts[String(t.taskId)] ?? 0) + 1;
+      change.tasks.push(next);
+      change.job.durationsMs = this.s.durationsMs;
+      change.job.samples = this.s.samples;
+      change.counted = { epoch: this.s.epoch, taskId: t.taskId };
+    } else if (report.outcome === 'failed') {
+      change.tasks.push(this.fail(t, report.error ?? 'failed', events));
+    } else {
+      const back = settled(t, 'todo');
+      this.s.tasks[t.taskId] = back;
+      change.tasks.push(back);
+    }
+    this.endEpochIfDone(change, events);
+    return { result: { ok: true, counted: true }, change, events };
+  }
+
+  /**
+   * Scans deadlines. A claimed task past its deadline counts a failure (event task-retried with
+   * error `timeout`, or task-discarded); a dispatched task nobody claimed in time (its message
+   * was lost, or its puller died before claiming) goes back to todo with no failure. Also stops
+   * the job once `maxSeconds` passed. The epoch may end here.
+   */
+  expire(): Transition<number> {
+    if (this.s.state !== 'running') return { result: 0, change: null, events: [] };
+    const now = this.clock();
+    const change: QueueChange = { job: {}, tasks: [] };
+    const events: JobEventInput[] = [];
+    let expired = 0;
+    for (const t of this.s.tasks) {
+      if (t.status !== 'pending' || t.deadline === undefined || t.deadline > now) continue;
+      expired += 1;
+      if (t.claimedBy === undefined) {
+        const back = settled(t, 'todo');
+        this.s.tasks[t.taskId] = back;
+        change.tasks.push(back);
+      } else {
+        change.tasks.push(this.fail(t, 'timeout', events));
+      }
+    }
+    if (this.options.maxSeconds !== undefined && now - this.s.startedAt >= this.options.maxSeconds * 1000) {
+      this.stopInto(change, events, 'maxSeconds', `ran for ${this.options.maxSeconds} s`);
+      return { result: expired, change, events };
+    }
+    if (expired === 0) return { result: 0, change: null, events: [] };
+    this.endEpochIfDone(change, events);
+    return { result: expired, change, events };
+  }
+
+  /** Stops the job (first stop wins; a stopped job ignores later ones and returns false). */
+  stop(reason: StopReason, detail?: string): Transition<boolean> {
+    if (this.s.state !== 'running') return { result: false, change: null, events: [] };
+    const change: QueueChange = { job: {}, tasks: [] };
+    const events: JobEventInput[] = [];
+    this.stopInto(change, events, reason, detail);
+    return { result: true, change, events };
+  }
+
+  /** The task a claim or report names, when its epoch and dispatch are current and it is pending. */
+  private current(ref: { taskId: number; epoch: number; dispatchId: string }): TaskState | undefined {
+    if (ref.epoch !== this.s.epoch || !Number.isInteger(ref.taskId)) return undefined;
+    const t = this.s.tasks[ref.taskId];
+    if (t === undefined || t.status !== 'pending' || t.dispatchId !== ref.dispatchId) return undefined;
+    return t;
+  }
+
+  private isFull(trainerId: string): boolean {
+    if (this.options.maxTrainers === undefined) return false;
+    const holders = new Set<string>();
+    for (const t of this.s.tasks) if (t.status === 'pending' && t.claimedBy !== undefined) holders.add(t.claimedBy);
+    return !holders.has(trainerId) && holders.size >= this.options.maxTrainers;
+  }
+
+  /** One more failure: back to todo, or discarded past `maxTaskFailures`. */
+  private fail(t: TaskState, error: string, events: JobEventInput[]): TaskState {
+    const failures = t.failures + 1;
+    const discard = failures > this.options.maxTaskFailures;
+    const next = settled(t, discard ? 'discarded' : 'todo', { failures, lastError: error });
+    this.s.tasks[t.taskId] = next;
+    events.push({
+      type: discard ? 'task-discarded' : 'task-retried',
+      jobId: this.s.jobId,
+      epoch: this.s.epoch,
+      taskId: t.taskId,
+      failures,
+      error,
+    });
+    return next;
+  }
+
+  private currentAccount(): EpochAccounting {
+    let account = this.s.epochs.find((e) => e.epoch === this.s.epoch);
+    if (account === undefined) {
+      account = { epoch: this.s.epoch, done: 0, discarded: 0, doneCounts: {} };
+      this.s.epochs.push(account);
+    }
+    return account;
+  }
+
+  /**
+   * Ends the epoch when every task is done or discarded: the summary is kept, the counter moves
+   * on and every task starts over. Reaching `maxEpochs` stops the job in the same change.
+   */
+  private endEpochIfDone(change: QueueChange, events: JobEventInput[]): void {
+    const c = this.counts();
+    if (c.todo > 0 || c.pending > 0) return;
+    const account = this.currentAccount();
+    account.done = c.done;
+    account.discarded = c.discarded;
+    change.closedEpoch = { epoch: this.s.epoch, done: c.done, discarded: c.discarded };
+    this.s.epoch += 1;
+    this.s.tasks = this.s.tasks.map((t) => freshTask(t.taskId));
+    this.s.epochs.push({ epoch: this.s.epoch, done: 0, discarded: 0, doneCounts: {} });
+    this.s.epochs = this.s.epochs.slice(-this.keptEpochs);
+    change.job.epoch = this.s.epoch;
+    change.tasks = this.s.tasks.map((t) => ({ ...t }));
+    events.push({ type: 'epoch', jobId: this.s.jobId, epoch: this.s.epoch, done: c.done, discarded: c.discarded });
+    if (this.options.maxEpochs !== undefined && this.s.epoch >= this.options.maxEpochs) {
+      this.stopInto(change, events, 'maxEpochs', `completed ${this.s.epoch} epochs`);
+    }
+  }
+
+  private stopInto(change: QueueChange, events: JobEventInput[], reason: StopReason, detail: string | undefined): void {
+    this.s.state = 'stopped';
+    this.s.reason = reason;
+    this.s.stoppedAt = this.clock();
+    change.job.state = 'stopped';
+    change.job.reason = reason;
+    change.job.stoppedAt = this.s.stoppedAt;
+    if (detail !== undefined) {
+      this.s.detail = detail;
+      change.job.detail = detail;
+    }
+    events.push({ type: 'stopped', jobId: this.s.jobId, reason, ...(detail !== undefined ? { detail } : {}) });
+  }
+}
