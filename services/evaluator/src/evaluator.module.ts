@@ -1,11 +1,84 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  Module,
+  type DynamicModule,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
+} from '@nestjs/common';
 import type { CommonConfig } from '#libs/config';
+import { selectBackend } from '#libs/learner';
+import type { Buckets, NatsConnection } from '#libs/messaging';
+import { BUCKETS, NATS_CONNECTION } from '#libs/service-runtime';
 import type { EvaluatorConfig } from './evaluator-config.js';
+import { Evaluator } from './evaluator.js';
+import { PserverSnapshotParams } from './pserver-snapshot-params.js';
+import type { SnapshotParamsSource } from './snapshot-params.js';
 
-/** Wires the evaluator. */
+/** Injection token of the evaluator's validated settings. */
+export const EVALUATOR_SETTINGS = Symbol('EVALUATOR_SETTINGS');
+/** Injection token of the `SnapshotParamsSource` the evaluator pulls parameters from. */
+export const SNAPSHOT_PARAMS = Symbol('SNAPSHOT_PARAMS');
+
+/** The evaluator's full settings: common, its own, and its id. */
+export type EvaluatorSettings = CommonConfig & EvaluatorConfig & { id: string };
+
+/** Selects the TF.js backend, then runs the {@link Evaluator} for the application's lifetime. */
+@Injectable()
+class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('Evaluator');
+  private evaluator: Evaluator | undefined;
+
+  constructor(
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(BUCKETS) private readonly buckets: Buckets,
+    @Inject(EVALUATOR_SETTINGS) private readonly settings: EvaluatorSettings,
+    @Inject(SNAPSHOT_PARAMS) private readonly params: SnapshotParamsSource,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const backend = await selectBackend(this.settings.backend === 'auto' ? '' : this.settings.backend);
+    this.logger.log(
+      `TF.js backend ${backend.name} (${backend.kind}, ${backend.threads} thread${backend.threads === 1 ? '' : 's'})` +
+        (backend.skipped.length > 0 ? `; passed over: ${backend.skipped.join('; ')}` : ''),
+    );
+    this.evaluator = new Evaluator(this.nc, this.buckets, this.params, this.logger, {
+      id: this.settings.id,
+      backend: backend.kind,
+      budgetCheckMs: this.settings.budgetCheckMs,
+      statusTimeoutMs: this.settings.statusTimeoutMs,
+    });
+    await this.evaluator.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.evaluator?.stop();
+  }
+}
+
+/** What {@link EvaluatorModule.forRoot} may be given besides the settings. */
+export interface EvaluatorModuleOptions {
+  /** Parameters from somewhere else than the parameter servers (tests). */
+  params?: SnapshotParamsSource;
+}
+
+/** Wires the evaluator: snapshot evaluation, stop policy and model export. */
 @Module({})
 export class EvaluatorModule {
-  static forRoot(_config: CommonConfig & EvaluatorConfig & { id: string }): DynamicModule {
-    return { module: EvaluatorModule, providers: [] };
+  static forRoot(config: EvaluatorSettings, options: EvaluatorModuleOptions = {}): DynamicModule {
+    const params =
+      options.params === undefined
+        ? {
+            provide: SNAPSHOT_PARAMS,
+            inject: [BUCKETS],
+            useFactory: (buckets: Buckets): SnapshotParamsSource =>
+              new PserverSnapshotParams(buckets.pservers, config.id),
+          }
+        : { provide: SNAPSHOT_PARAMS, useValue: options.params };
+    return {
+      module: EvaluatorModule,
+      providers: [{ provide: EVALUATOR_SETTINGS, useValue: config }, params, EvaluatorLifecycle],
+    };
   }
 }

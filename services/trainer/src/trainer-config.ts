@@ -1,12 +1,22 @@
 import { env, type EnvSpec } from '#libs/config';
+import { IDLE_TASK_WAIT_MS, PROGRESS_LOG_INTERVAL_MS } from './defaults.js';
 
 /** The trainer's own settings. */
 export interface TrainerConfig {
   /** TF.js backend to force (`TRIBUTARY_BACKEND`); by default the fastest present is chosen. */
   backend: 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+  /** How long to wait for a task before leaving the sync quorum as idle (`TRAINER_IDLE_WAIT_MS`). */
+  idleTaskWaitMs: number;
+  /** How often a progress line is logged while training (`TRAINER_PROGRESS_INTERVAL_MS`). */
+  progressLogIntervalMs: number;
 }
 
 /** Environment fields of the trainer. */
 export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
   backend: ['TRIBUTARY_BACKEND', env.oneOf(['auto', 'tensorflow', 'wasm', 'cpu'] as const, { default: 'auto' })],
+  idleTaskWaitMs: ['TRAINER_IDLE_WAIT_MS', env.int({ default: IDLE_TASK_WAIT_MS, min: 100, max: 60_000 })],
+  progressLogIntervalMs: [
+    'TRAINER_PROGRESS_INTERVAL_MS',
+    env.int({ default: PROGRESS_LOG_INTERVAL_MS, min: 1_000, max: 3_600_000 }),
+  ],
 };

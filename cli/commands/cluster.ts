@@ -1,0 +1,257 @@
+import type { Command } from 'commander';
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEFAULT_NATS_URL, DEFAULT_REDIS_URL } from '#libs/config';
+import { LocalCluster, isAlive, readClusterFile, type ClusterFile } from '#libs/local-cluster';
+import { KV_BUCKETS, type MemberStatus } from '#libs/messaging';
+import { Kvm } from '@nats-io/kv';
+import { CommandExit, type CliIo } from '../cli-io.js';
+import { connectCli, stateDirFor } from '../cluster-connection.js';
+import { positiveInteger } from '../option-parsers.js';
+import { repoRoot } from '../repo-root.js';
+import { formatTable } from '../table.js';
+
+/** How long `up --detach` waits for the cluster to become ready. */
+const DETACHED_READY_TIMEOUT_MS = 180_000;
+
+interface UpFlags {
+  trainers: number;
+  pservers: number;
+  masters: number;
+  detach?: boolean;
+  restart: boolean;
+}
+
+async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
+  const stateDir = stateDirFor(io);
+  const running = readClusterFile(stateDir);
+  if (running && isAlive(running.supervisorPid)) {
+    throw new Error(`a cluster is already running (pid ${running.supervisorPid}); stop it with \`tributary down\``);
+  }
+  const say = (line: string) => io.stderr.write(`${line}\n`);
+  const cluster = new LocalCluster({
+    root: repoRoot(),
+    stateDir,
+    natsUrl: io.env.NATS_URL ?? DEFAULT_NATS_URL,
+    redisUrl: io.env.REDIS_URL ?? DEFAULT_REDIS_URL,
+    trainers: flags.trainers,
+    pservers: flags.pservers,
+    masters: flags.masters,
+    evaluators: 1,
+    restart: flags.restart,
+    say,
+  });
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      say('stopping the cluster...');
+      await cluster.stop();
+      say('cluster stopped');
+      process.exit(0);
+    })();
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  try {
+    await cluster.start();
+  } catch (err) {
+    say(`cluster failed to start: ${(err as Error).message}`);
+    await cluster.stop();
+    throw new CommandExit(1);
+  }
+  say(
+    `cluster ready: ${flags.masters} master, ${flags.pservers} pservers, ${flags.trainers} trainers, 1 evaluator ` +
+      `(logs in ${join(stateDir, 'logs')}); Ctrl-C stops it`,
+  );
+  await new Promise<never>(() => undefined);
+}
+
+async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
+  const stateDir = stateDirFor(io);
+  mkdirSync(join(stateDir, 'logs'), { recursive: true });
+  const logFile = join(stateDir, 'logs', 'supervisor.log');
+  const out = openSync(logFile, 'a');
+  const args = [
+    process.argv[1],
+    'up',
+    '--trainers',
+    String(flags.trainers),
+    '--pservers',
+    String(flags.pservers),
+    '--masters',
+    String(flags.masters),
+    ...(flags.restart ? [] : ['--no-restart']),
+  ];
+  const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', out, out], env: { ...process.env } });
+  child.unref();
+  const deadline = Date.now() + DETACHED_READY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 300));
+    const file = readClusterFile(stateDir);
+    if (file?.ready && file.supervisorPid === child.pid) {
+      io.stdout.write(
+        `cluster ready (supervisor pid ${child.pid}; logs in ${join(stateDir, 'logs')}); stop it with \`tributary down\`\n`,
+      );
+      return;
+    }
+    if (!isAlive(child.pid)) {
+      throw new Error(`the cluster did not start; see ${logFile}`);
+    }
+  }
+  throw new Error(`the cluster was not ready after ${DETACHED_READY_TIMEOUT_MS / 1000} s; see ${logFile}`);
+}
+
+async function down(io: CliIo): Promise<void> {
+  const stateDir = stateDirFor(io);
+  const file = readClusterFile(stateDir);
+  if (!file || !isAlive(file.supervisorPid)) {
+    io.stdout.write('no local cluster is running\n');
+    return;
+  }
+  process.kill(file.supervisorPid, 'SIGTERM');
+  const deadline = Date.now() + 90_000;
+  while (isAlive(file.supervisorPid)) {
+    if (Date.now() > deadline) throw new Error(`cluster supervisor ${file.supervisorPid} did not stop within 90 s`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  io.stdout.write('cluster stopped\n');
+}
+
+/** Rows for `ps`: live members from NATS, plus local processes the supervisor knows. */
+export interface PsRow {
+  role: string;
+  id: string;
+  pid: number | null;
+  host: string;
+  state: string;
+  job: string;
+  task: string;
+  backend: string;
+  samplesPerSecond: number | null;
+  shard: number | null;
+  versions: Record<string, number> | null;
+}
+
+async function readMembers(io: CliIo, natsFlag?: string): Promise<MemberStatus[]> {
+  const nc = await connectCli(io, natsFlag);
+  try {
+    const kv = await new Kvm(nc).create(KV_BUCKETS.members, { history: 1 });
+    const members: MemberStatus[] = [];
+    for await (const key of await kv.keys()) {
+      const entry = await kv.get(key);
+      if (!entry || entry.operation !== 'PUT') continue;
+      try {
+        members.push(entry.json<MemberStatus>());
+      } catch {
+        // A malformed entry is not ours to show.
+      }
+    }
+    return members;
+  } finally {
+    await nc.close();
+  }
+}
+
+function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[] {
+  const order = ['master', 'pserver', 'trainer', 'evaluator'];
+  const rows: PsRow[] = members.map((m) => ({
+    role: m.role,
+    id: m.id,
+    pid: m.pid,
+    host: m.host,
+    state: m.state,
+    job: m.jobId ?? '',
+    task: m.taskId === undefined ? '' : String(m.taskId),
+    backend: m.backend ?? '',
+    samplesPerSecond: m.samplesPerSecond ?? null,
+    shard: m.shard ?? null,
+    versions: m.versions ?? null,
+  }));
+  const livePids = new Set(rows.map((r) => r.pid));
+  for (const s of local?.services ?? []) {
+    if (s.pid !== undefined && livePids.has(s.pid)) continue;
+    if (s.state === 'ready' && s.pid !== undefined) continue; // starting up, not yet in the bucket
+    rows.push({
+      role: s.role,
+      id: s.id,
+      pid: s.pid ?? null,
+      host: 'local',
+      state: s.state,
+      job: '',
+      task: '',
+      backend: '',
+      samplesPerSecond: null,
+      shard: null,
+      versions: null,
+    });
+  }
+  return rows.sort((a, b) => order.indexOf(a.role) - order.indexOf(b.role) || a.id.localeCompare(b.id));
+}
+
+async function ps(io: CliIo, flags: { json?: boolean; nats?: string }): Promise<void> {
+  const local = readClusterFile(stateDirFor(io));
+  const rows = psRows(await readMembers(io, flags.nats), local && isAlive(local.supervisorPid) ? local : undefined);
+  if (flags.json) {
+    io.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+    return;
+  }
+  if (rows.length === 0) {
+    io.stdout.write('no Tributary processes are running\n');
+    return;
+  }
+  const columns = ['ROLE', 'ID', 'PID', 'STATE', 'JOB', 'TASK', 'BACKEND', 'SAMPLES/S', 'SHARD', 'VERSION'].map(
+    (heading) => ({
+      heading,
+      numeric: ['PID', 'SAMPLES/S', 'SHARD', 'TASK'].includes(heading),
+    }),
+  );
+  const lines = formatTable(
+    columns,
+    rows.map((r) => [
+      r.role,
+      r.id,
+      r.pid === null ? '' : String(r.pid),
+      r.state,
+      r.job,
+      r.task,
+      r.backend,
+      r.samplesPerSecond === null ? '' : r.samplesPerSecond.toFixed(0),
+      r.shard === null ? '' : String(r.shard),
+      r.versions
+        ? Object.entries(r.versions)
+            .map(([job, v]) => (Object.keys(r.versions!).length > 1 ? `${job}:${v}` : String(v)))
+            .join(' ')
+        : '',
+    ]),
+  );
+  io.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/** Registers `up`, `down` and `ps`. */
+export function register(program: Command, io: CliIo): void {
+  program
+    .command('up')
+    .description(
+      'start a local cluster: NATS and Redis if none answers, then master, pservers, trainers and an evaluator',
+    )
+    .option('--trainers <n>', 'number of trainer processes', positiveInteger, 2)
+    .option('--pservers <n>', 'number of parameter-server shards', positiveInteger, 2)
+    .option('--masters <n>', 'number of masters (more than one starts standbys)', positiveInteger, 1)
+    .option('--detach', 'start in the background and return once ready')
+    .option('--no-restart', 'do not restart services that exit unexpectedly')
+    .action(async (flags: UpFlags) => {
+      if (flags.detach) await upDetached(io, flags);
+      else await upForeground(io, flags);
+    });
+  program
+    .command('down')
+    .description('stop a local cluster started with `tributary up --detach`')
+    .action(() => down(io));
+  program
+    .command('ps')
+    .description("list Tributary's processes: role, id, pid, state, and each trainer's task and each pserver's shard")
+    .option('--json', 'print JSON')
+    .option('--nats <url>', 'NATS URL (default: NATS_URL, or the local cluster)')
+    .action((flags: { json?: boolean; nats?: string }) => ps(io, flags));
+}

@@ -1,0 +1,321 @@
+import { jetstream, type Consumer, type JetStreamClient, type JsMsg, type PubAck } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import {
+  CONSUMERS,
+  JOB_ID_PATTERN,
+  KV_BUCKETS,
+  MalformedMessageError,
+  STREAMS,
+  SUBJECTS,
+  decodeJsonObject,
+  encodeJson,
+  type JobEvent,
+  type JobStatusReply,
+  type LineLogger,
+  type NatsConnection,
+  type StopReason,
+  type TaskClaim,
+  type TaskClaimReply,
+  type TaskMessage,
+  type TaskReport,
+  type TaskReportReply,
+} from '#libs/messaging';
+import {
+  CLAIM_RETRY_BUDGET_MS,
+  MASTER_REQUEST_TIMEOUT_MS,
+  MIN_PULL_EXPIRES_MS,
+  NEXT_TASK_TIMEOUT_MS,
+  RETRY_INITIAL_BACKOFF_MS,
+} from './defaults.js';
+import { InvalidJobIdError, MasterUnavailableError, UnknownJobError } from './errors.js';
+import { watchJobRecords, type JobWatch } from './job-watch.js';
+import { requestUntilReply, sleep } from './request-retry.js';
+import { parseTaskMessage } from './task-message.js';
+
+/** A task this trainer pulled and the master granted it, until `deadlineMs` (epoch ms). */
+export interface ClaimedTask extends TaskMessage {
+  deadlineMs: number;
+}
+
+/** Options of a `MasterClient`. */
+export interface MasterClientOptions {
+  /** Where skipped messages and retries are logged; warnings go to the console by default. */
+  logger?: LineLogger;
+  /** How long each claim, report, status or stop request waits for a reply. */
+  requestTimeoutMs?: number;
+  /** How long an unanswered claim is retried before the task is given up. */
+  claimRetryBudgetMs?: number;
+  /** First delay between retries of an unanswered request. */
+  initialBackoffMs?: number;
+}
+
+/** Options of `nextTask`. */
+export interface NextTaskOptions {
+  /** How long to wait for a task message; `null` comes back after it. */
+  timeoutMs?: number;
+  /** Stops waiting (and claiming) early; `null` comes back. */
+  signal?: AbortSignal;
+}
+
+/** Options of a report. */
+export interface ReportOptions {
+  /** Gives up retrying (with `RequestAbortedError`) when it fires, e.g. when the job stops. */
+  signal?: AbortSignal;
+  /** Gives up after this many milliseconds; retries until a reply by default. */
+  budgetMs?: number;
+}
+
+/** A live subscription to a job's events: iterate it, `stop()` to end it. */
+export interface EventSubscription extends AsyncIterable<JobEvent> {
+  stop(): void;
+}
+
+const CONSOLE_LOGGER: LineLogger = { log: () => undefined, warn: (m) => console.warn(m) };
+const CLAIM_REFUSALS = new Set(['stale', 'stopped', 'full']);
+
+function checkJobId(jobId: string): void {
+  if (!JOB_ID_PATTERN.test(jobId)) throw new InvalidJobIdError(jobId);
+}
+
+/**
+ * A typed client of the master over NATS, for trainers, the CLI and anyone else: pull and claim
+ * tasks, report them, ask a job's status, stop and submit jobs, and watch the jobs directory.
+ */
+export class MasterClient {
+  private readonly js: JetStreamClient;
+  private readonly consumers = new Map<string, Consumer>();
+  private readonly logger: LineLogger;
+  private readonly requestTimeoutMs: number;
+  private readonly claimRetryBudgetMs: number;
+  private readonly initialBackoffMs: number;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    readonly trainerId: string,
+    options: MasterClientOptions = {},
+  ) {
+    this.js = jetstream(nc);
+    this.logger = options.logger ?? CONSOLE_LOGGER;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? MASTER_REQUEST_TIMEOUT_MS;
+    this.claimRetryBudgetMs = options.claimRetryBudgetMs ?? CLAIM_RETRY_BUDGET_MS;
+    this.initialBackoffMs = options.initialBackoffMs ?? RETRY_INITIAL_BACKOFF_MS;
+  }
+
+  /**
+   * Pulls task messages of `jobId` from its trainers' consumer one at a time, acking each at
+   * once, until the master grants a claim on one. Stale claims and malformed messages are
+   * skipped. Returns null when no task came within `timeoutMs`, when the master refused the
+   * claim because the job stopped or has enough trainers, or when the signal fired.
+   */
+  async nextTask(jobId: string, options: NextTaskOptions = {}): Promise<ClaimedTask | null> {
+    checkJobId(jobId);
+    const deadline = Date.now() + (options.timeoutMs ?? NEXT_TASK_TIMEOUT_MS);
+    const subject = SUBJECTS.tasks(jobId);
+    do {
+      if (options.signal?.aborted) return null;
+      const msg = await this.pullOne(jobId, Math.max(0, deadline - Date.now()), options.signal);
+      if (msg === null) continue;
+      await msg.ackAck().catch(() => msg.ack());
+      let task: TaskMessage;
+      try {
+        task = parseTaskMessage(subject, msg.data);
+      } catch (err) {
+        this.logger.warn(`skipping task message #${msg.seq}: ${(err as Error).message}`);
+        continue;
+      }
+      if (task.jobId !== jobId) {
+        this.logger.warn(`skipping task message #${msg.seq}: it names job ${task.jobId}, not ${jobId}`);
+        continue;
+      }
+      const reply = await this.claim(task, options.signal);
+      if (reply === null) return null;
+      if (reply.ok) return { ...task, deadlineMs: reply.deadlineMs };
+      if (reply.reason !== 'stale') {
+        this.logger.log(`claim of task ${task.taskId} of job ${jobId} refused: ${reply.reason}`);
+        return null;
+      }
+      this.logger.log(`dropping stale task ${task.taskId} (dispatch ${task.dispatchId}) of job ${jobId}`);
+    } while (Date.now() < deadline);
+    return null;
+  }
+
+  /** Reports a task done with the number of examples trained on; retries until the master replies. */
+  reportDone(task: TaskMessage, samples: number, options?: ReportOptions): Promise<TaskReportReply> {
+    return this.report(task, { outcome: 'done', samples }, options);
+  }
+
+  /** Reports a task failed with the reason; retries until the master replies. */
+  reportFailed(task: TaskMessage, error: string, options?: ReportOptions): Promise<TaskReportReply> {
+    return this.report(task, { outcome: 'failed', error }, options);
+  }
+
+  /** Hands a task back unfinished (preemption): it returns to todo with no failure counted. */
+  handBack(task: TaskMessage, options?: ReportOptions): Promise<TaskReportReply> {
+    return this.report(task, { outcome: 'returned' }, options);
+  }
+
+  /**
+   * Asks the master for a job's state and counters.
+   * @throws UnknownJobError when the master does not know the job.
+   * @throws MasterUnavailableError when no master answers in time.
+   */
+  async jobStatus(jobId: string, options: { timeoutMs?: number } = {}): Promise<JobStatusReply> {
+    checkJobId(jobId);
+    const subject = SUBJECTS.status(jobId);
+    let data: Uint8Array;
+    try {
+      data = (await this.nc.request(subject, encodeJson({}), { timeout: options.timeoutMs ?? this.requestTimeoutMs }))
+        .data;
+    } catch (err) {
+      throw new MasterUnavailableError(subject, (err as Error).message, { cause: err });
+    }
+    const obj = decodeJsonObject(subject, data);
+    if (typeof obj['error'] === 'string') {
+      if (obj['error'].startsWith('unknown job')) throw new UnknownJobError(jobId);
+      throw new Error(`status of job ${jobId}: ${obj['error']}`);
+    }
+    if (typeof obj['state'] !== 'string' || typeof obj['epoch'] !== 'number') {
+      throw new MalformedMessageError(subject, 'status reply lacks state or epoch');
+    }
+    return obj as unknown as JobStatusReply;
+  }
+
+  /** Asks the master to stop a job; the request is kept by the control stream until it is taken. */
+  async stopJob(jobId: string, reason: StopReason = 'manual', detail?: string): Promise<PubAck> {
+    checkJobId(jobId);
+    return this.js.publish(SUBJECTS.stop(jobId), encodeJson(detail === undefined ? { reason } : { reason, detail }));
+  }
+
+  /**
+   * Submits a job spec: an object (sent as JSON), or the bytes or text of a spec file (sent as
+   * is, so the master judges it). Resolves once the jobs stream has stored it.
+   */
+  async submitJob(spec: unknown): Promise<PubAck> {
+    const payload =
+      spec instanceof Uint8Array ? spec : typeof spec === 'string' ? new TextEncoder().encode(spec) : encodeJson(spec);
+    return this.js.publish(SUBJECTS.submit, payload);
+  }
+
+  /** Watches the jobs bucket: current records first, then every change. */
+  async watchJobs(): Promise<JobWatch> {
+    const jobs = await new Kvm(this.nc).create(KV_BUCKETS.jobs, { history: 1 });
+    return watchJobRecords(jobs, this.logger);
+  }
+
+  /** Subscribes to a job's events as they are published (no replay); malformed ones are skipped. */
+  events(jobId: string): EventSubscription {
+    checkJobId(jobId);
+    const subject = SUBJECTS.events(jobId);
+    const sub = this.nc.subscribe(subject);
+    const logger = this.logger;
+    async function* events(): AsyncGenerator<JobEvent> {
+      for await (const msg of sub) {
+        try {
+          const obj = decodeJsonObject(subject, msg.data);
+          if (typeof obj['type'] !== 'string') throw new MalformedMessageError(subject, 'type: expected a string');
+          yield obj as unknown as JobEvent;
+        } catch (err) {
+          logger.warn(`skipping event: ${(err as Error).message}`);
+        }
+      }
+    }
+    const generator = events();
+    return { [Symbol.asyncIterator]: () => generator, stop: () => sub.unsubscribe() };
+  }
+
+  /** Pulls at most one message, waiting up to `waitMs` (at least the server's minimum pull). */
+  private async pullOne(jobId: string, waitMs: number, signal?: AbortSignal): Promise<JsMsg | null> {
+    let consumer = this.consumers.get(jobId);
+    if (consumer === undefined) {
+      try {
+        consumer = await this.js.consumers.get(STREAMS.tasks.name, CONSUMERS.trainers(jobId));
+        this.consumers.set(jobId, consumer);
+      } catch {
+        // The master creates the consumer when it starts the job; until then there is nothing to pull.
+        await sleep(Math.min(waitMs, this.initialBackoffMs), signal);
+        return null;
+      }
+    }
+    try {
+      return await consumer.next({ expires: Math.max(MIN_PULL_EXPIRES_MS, waitMs) });
+    } catch (err) {
+      this.consumers.delete(jobId);
+      this.logger.warn(`pulling a task of job ${jobId} failed: ${(err as Error).message}`);
+      await sleep(Math.min(waitMs, this.initialBackoffMs), signal);
+      return null;
+    }
+  }
+
+  /** Claims a pulled task; null when the master could not be reached within the claim budget. */
+  private async claim(task: TaskMessage, signal?: AbortSignal): Promise<TaskClaimReply | null> {
+    const subject = SUBJECTS.taskClaim(task.jobId);
+    const body: TaskClaim = {
+      jobId: task.jobId,
+      taskId: task.taskId,
+      epoch: task.epoch,
+      dispatchId: task.dispatchId,
+      trainerId: this.trainerId,
+    };
+    let data: Uint8Array;
+    try {
+      data = await requestUntilReply(this.nc, subject, encodeJson(body), {
+        requestTimeoutMs: this.requestTimeoutMs,
+        budgetMs: this.claimRetryBudgetMs,
+        initialBackoffMs: this.initialBackoffMs,
+        signal,
+      });
+    } catch (err) {
+      this.logger.warn(`claim of task ${task.taskId} of job ${task.jobId} given up: ${(err as Error).message}`);
+      return null;
+    }
+    try {
+      const obj = decodeJsonObject(subject, data);
+      if (obj['ok'] === true && typeof obj['deadlineMs'] === 'number')
+        return { ok: true, deadlineMs: obj['deadlineMs'] };
+      if (obj['ok'] === false && typeof obj['reason'] === 'string' && CLAIM_REFUSALS.has(obj['reason'])) {
+        return { ok: false, reason: obj['reason'] as 'stale' | 'stopped' | 'full' };
+      }
+      throw new MalformedMessageError(subject, `unexpected claim reply ${JSON.stringify(obj)}`);
+    } catch (err) {
+      this.logger.warn(`claim of task ${task.taskId} of job ${task.jobId}: ${(err as Error).message}; dropping it`);
+      return { ok: false, reason: 'stale' };
+    }
+  }
+
+  private async report(
+    task: TaskMessage,
+    outcome: Pick<TaskReport, 'outcome' | 'error' | 'samples'>,
+    options: ReportOptions = {},
+  ): Promise<TaskReportReply> {
+    const subject = SUBJECTS.taskReport(task.jobId);
+    const body: TaskReport = {
+      jobId: task.jobId,
+      taskId: task.taskId,
+      epoch: task.epoch,
+      dispatchId: task.dispatchId,
+      trainerId: this.trainerId,
+      ...outcome,
+    };
+    const data = await requestUntilReply(this.nc, subject, encodeJson(body), {
+      requestTimeoutMs: this.requestTimeoutMs,
+      initialBackoffMs: this.initialBackoffMs,
+      signal: options.signal,
+      budgetMs: options.budgetMs,
+      onRetry: (attempt, err) => {
+        if (attempt === 1 || attempt % 10 === 0) {
+          this.logger.warn(`report of task ${task.taskId} of job ${task.jobId} unanswered (${err.message}); retrying`);
+        }
+      },
+    });
+    try {
+      const obj = decodeJsonObject(subject, data);
+      return {
+        ok: obj['ok'] === true,
+        counted: obj['counted'] === true,
+        ...(typeof obj['error'] === 'string' ? { error: obj['error'] } : {}),
+      };
+    } catch (err) {
+      return { ok: false, counted: false, error: (err as Error).message };
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import type { OptimizerKernel } from './kernel.js';
+
+/**
+ * `base ** exponent` computed the way TensorFlow.js accumulates Adam's `accBeta` scalars: one
+ * float32 multiplication per step. The last result per base is kept, so consecutive steps cost
+ * one multiplication each.
+ */
+const sqrt = Math.sqrt;
+
+const float32Powers = new Map<number, { exponent: number; value: number }>();
+
+function float32Power(base: number, exponent: number): number {
+  const b = Math.fround(base);
+  let cached = float32Powers.get(b);
+  if (!cached || cached.exponent > exponent) cached = { exponent: 1, value: b };
+  let { exponent: e, value } = cached;
+  while (e < exponent) {
+    value = Math.fround(value * b);
+    e += 1;
+  }
+  float32Powers.set(b, { exponent: e, value });
+  return value;
+}
+
+/**
+ * Adam with bias correction, as `tf.train.adam`: `m = b1 * m + (1 - b1) * g`,
+ * `v = b2 * v + (1 - b2) * g^2`, then
+ * `param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)`. The default epsilon is
+ * TensorFlow.js's float32 backend epsilon, 1e-7. The bias corrections `1 - b^t` are computed in
+ * float32 like TensorFlow.js does, since their cancellation dominates the difference otherwise.
+ */
+export const adamKernel: OptimizerKernel = {
+  name: 'adam',
+  stateSlots: ['m', 'v'],
+  defaults: { learningRate: 0.001, beta1: 0.9, beta2: 0.999, epsilon: 1e-7 },
+  apply(param, grad, state, hyper, step) {
+    const [m, v] = state;
+    const lr = hyper.learningRate;
+    const eps = hyper.epsilon;
+    const b1 = Math.fround(hyper.beta1);
+    const b2 = Math.fround(hyper.beta2);
+    // TensorFlow.js takes `1 - beta` in float64 before rounding, but `beta` itself in float32.
+    const c1 = Math.fround(1 - hyper.beta1);
+    const c2 = Math.fround(1 - hyper.beta2);
+    const correction1 = Math.fround(1 - float32Power(b1, step));
+    const correction2 = Math.fround(1 - float32Power(b2, step));
+    for (let i = 0; i < param.length; i++) {
+      const g = grad[i];
+      const mi = b1 * m[i] + c1 * g;
+      const vi = b2 * v[i] + c2 * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      param[i] -= (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
+    }
+  },
+};

@@ -1,0 +1,29 @@
+import type { OptimizerKernel } from './kernel.js';
+
+/**
+ * SGD with momentum (as `tf.train.momentum`): `acc = momentum * acc + grad`, then
+ * `param -= lr * acc`, or with Nesterov `param -= lr * (grad + momentum * acc)`.
+ */
+export const momentumKernel: OptimizerKernel = {
+  name: 'momentum',
+  stateSlots: ['accumulation'],
+  defaults: { learningRate: 0.01, momentum: 0.9, useNesterov: false },
+  apply(param, grad, state, hyper) {
+    const acc = state[0];
+    const lr = hyper.learningRate;
+    const m = hyper.momentum;
+    if (hyper.useNesterov) {
+      for (let i = 0; i < param.length; i++) {
+        const a = m * acc[i] + grad[i];
+        acc[i] = a;
+        param[i] -= lr * (grad[i] + m * a);
+      }
+    } else {
+      for (let i = 0; i < param.length; i++) {
+        const a = m * acc[i] + grad[i];
+        acc[i] = a;
+        param[i] -= lr * a;
+      }
+    }
+  },
+};

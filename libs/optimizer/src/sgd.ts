@@ -1,0 +1,12 @@
+import type { OptimizerKernel } from './kernel.js';
+
+/** Plain stochastic gradient descent: `param -= lr * grad` (as `tf.train.sgd`). */
+export const sgdKernel: OptimizerKernel = {
+  name: 'sgd',
+  stateSlots: [],
+  defaults: { learningRate: 0.01 },
+  apply(param, grad, _state, hyper) {
+    const lr = hyper.learningRate;
+    for (let i = 0; i < param.length; i++) param[i] -= lr * grad[i];
+  },
+};

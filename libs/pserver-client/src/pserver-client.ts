@@ -1,0 +1,262 @@
+import {
+  Metadata,
+  credentials,
+  type ChannelOptions,
+  type ClientWritableStream,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import {
+  ParameterServerClient,
+  type BeginInitReply,
+  type BeginInitRequest,
+  type FinishInitReply,
+  type InitChunk,
+  type InitParamsReply,
+  type JoinReply,
+  type PullChunk,
+  type PushChunk,
+  type PushReply,
+  type SaveReply,
+  type StatusReply,
+  type Tensor,
+} from '#proto/generated/pserver.js';
+import { fromServiceError } from './errors.js';
+import {
+  CALL_TIMEOUT_MS,
+  CLIENT_CHANNEL_OPTIONS,
+  DEFAULT_PULL_WAIT_MS,
+  PULL_DEADLINE_MARGIN_MS,
+} from './grpc-options.js';
+import {
+  MAX_CHUNK_SIZE_BYTES,
+  TensorAssembler,
+  tensorParts,
+  toNamedTensor,
+  type NamedTensor,
+  type TensorArray,
+} from './tensor-codec.js';
+
+/** Settings of a `PserverClient`. */
+export interface PserverClientOptions {
+  /** The shard this client talks to, used in errors. Default 0. */
+  shard?: number;
+  /** Extra or overriding gRPC channel options. */
+  channelOptions?: ChannelOptions;
+  /** Deadline of unary calls and pushes. Default `CALL_TIMEOUT_MS`. */
+  callTimeoutMs?: number;
+  /** Tensor bytes per streamed message. Default `MAX_CHUNK_SIZE_BYTES`. */
+  maxChunkBytes?: number;
+}
+
+/** What a pull asks for. */
+export interface PullOptions {
+  /** Wait until the shard reaches this version. Default 0 (any initialised version). */
+  minVersion?: number;
+  /** How long the shard waits for `minVersion` (or initialisation). Default `DEFAULT_PULL_WAIT_MS`. */
+  waitMs?: number;
+  /** Pull this retained snapshot instead of the live parameters. */
+  snapshotVersion?: number;
+  /** The pulling trainer, which keeps its membership alive. */
+  trainerId?: string;
+}
+
+/** One shard's parameters at one version. */
+export interface PulledShard {
+  version: number;
+  tensors: NamedTensor<TensorArray>[];
+}
+
+/** A push of one shard's gradients. */
+export interface PushRequest {
+  jobId: string;
+  trainerId: string;
+  /** The shard version the gradients were computed from. */
+  version: number;
+  /** Examples behind the gradients. */
+  samples: number;
+  gradients: readonly NamedTensor<TensorArray>[];
+}
+
+/**
+ * A typed client of one parameter server shard. Tensors of any size are streamed in parts, and
+ * every failure is a `PserverError` subclass (`StaleGradientError`, `InvalidGradientError`,
+ * `PserverUnavailableError`, `PserverTimeoutError`). The channel reconnects by itself; a shard
+ * that moved to another address needs a new client (`ShardedPserverClient` does that).
+ */
+export class PserverClient {
+  private readonly client: ParameterServerClient;
+  private readonly shard: number;
+  private readonly callTimeoutMs: number;
+  private readonly maxChunkBytes: number;
+
+  constructor(
+    /** `host:port` of the shard. */
+    readonly address: string,
+    options: PserverClientOptions = {},
+  ) {
+    this.shard = options.shard ?? 0;
+    this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS;
+    this.maxChunkBytes = options.maxChunkBytes ?? MAX_CHUNK_SIZE_BYTES;
+    this.client = new ParameterServerClient(address, credentials.createInsecure(), {
+      ...CLIENT_CHANNEL_OPTIONS,
+      ...options.channelOptions,
+    });
+  }
+
+  /** Asks to initialise the job's parameters; on shard 0 this is the election. */
+  beginInit(request: BeginInitRequest): Promise<BeginInitReply> {
+    return this.unary((cb) => this.client.beginInit(request, this.meta(), this.callOptions(), cb));
+  }
+
+  /** Streams this shard's initial parameters (the elected trainer only). */
+  initParams(jobId: string, trainerId: string, tensors: readonly NamedTensor<TensorArray>[]): Promise<InitParamsReply> {
+    const chunks = this.chunked(tensors, (tensor) => ({ jobId, trainerId, tensor }));
+    return this.clientStream<InitChunk, InitParamsReply>(
+      (cb) => this.client.initParams(this.meta(), this.callOptions(), cb),
+      chunks,
+    );
+  }
+
+  /** Marks this shard's parameters complete; the shard is then at version 0. */
+  finishInit(jobId: string, trainerId: string): Promise<FinishInitReply> {
+    return this.unary((cb) => this.client.finishInit({ jobId, trainerId }, this.meta(), this.callOptions(), cb));
+  }
+
+  /** Joins the job's synchronous quorum (idempotent; also a liveness refresh). */
+  join(jobId: string, trainerId: string): Promise<JoinReply> {
+    return this.unary((cb) => this.client.join({ jobId, trainerId }, this.meta(), this.callOptions(), cb));
+  }
+
+  /** Leaves the job's quorum at once. */
+  async leave(jobId: string, trainerId: string): Promise<void> {
+    await this.unary((cb) => this.client.leave({ jobId, trainerId }, this.meta(), this.callOptions(), cb));
+  }
+
+  /**
+   * Pushes gradients for `version`. A refusal rejects with `StaleGradientError` (version) or
+   * `InvalidGradientError` (names, shapes, values); a refused push changed nothing.
+   */
+  pushGradients(request: PushRequest): Promise<PushReply> {
+    const { jobId, trainerId, version, samples, gradients } = request;
+    // A shard that owns no parameters still gets one chunk, so the push counts.
+    const chunks = this.chunked(gradients, (tensor) => ({ jobId, trainerId, version, samples, tensor }));
+    return this.clientStream<PushChunk, PushReply>(
+      (cb) => this.client.pushGradients(this.meta(), this.callOptions(), cb),
+      chunks,
+      version,
+    );
+  }
+
+  /** Pulls the shard's parameters, waiting on the shard for `minVersion` first. */
+  async pullParams(jobId: string, options: PullOptions = {}): Promise<PulledShard> {
+    const waitMs = options.waitMs ?? DEFAULT_PULL_WAIT_MS;
+    const call = this.client.pullParams(
+      {
+        jobId,
+        minVersion: options.minVersion ?? 0,
+        waitMs,
+        snapshotVersion: options.snapshotVersion,
+        trainerId: options.trainerId ?? '',
+      },
+      this.meta(),
+      { deadline: Date.now() + waitMs + PULL_DEADLINE_MARGIN_MS },
+    );
+    const assembler = new TensorAssembler();
+    let version = -1;
+    let expected = 0;
+    try {
+      for await (const chunk of call as AsyncIterable<PullChunk>) {
+        version = chunk.version;
+        expected = chunk.tensorCount;
+        if (chunk.tensor) assembler.add(chunk.tensor);
+      }
+      const tensors = assembler.finish().map(toNamedTensor);
+      if (version < 0 || tensors.length !== expected) {
+        throw new Error(`pull ended with ${tensors.length} of ${expected} tensors`);
+      }
+      return { version, tensors };
+    } catch (err) {
+      call.cancel();
+      throw fromServiceError(err, this.shard);
+    }
+  }
+
+  /** Checkpoints the job on this shard (to `path`, or the shard's own directory). */
+  save(jobId: string, path = ''): Promise<SaveReply> {
+    return this.unary((cb) => this.client.save({ jobId, path }, this.meta(), this.callOptions(), cb));
+  }
+
+  /** The shard's view of one job (or of all its jobs when `jobId` is empty). */
+  status(jobId = ''): Promise<StatusReply> {
+    return this.unary((cb) => this.client.status({ jobId }, this.meta(), this.callOptions(), cb));
+  }
+
+  /** Closes the channel; calls in flight fail. */
+  close(): void {
+    this.client.close();
+  }
+
+  /**
+   * The messages of a stream: `wrap` around every part of every tensor, or around no tensor at
+   * all when there are none.
+   */
+  private *chunked<M>(tensors: readonly NamedTensor<TensorArray>[], wrap: (part?: Tensor) => M): Generator<M> {
+    let sent = false;
+    for (const t of tensors) {
+      for (const part of tensorParts(t, this.maxChunkBytes)) {
+        sent = true;
+        yield wrap(part);
+      }
+    }
+    if (!sent) yield wrap(undefined);
+  }
+
+  private meta(): Metadata {
+    return new Metadata();
+  }
+
+  private callOptions() {
+    return { deadline: Date.now() + this.callTimeoutMs };
+  }
+
+  private unary<T>(start: (cb: (err: ServiceError | null, res: T) => void) => unknown): Promise<T> {
+    return new Promise((resolve, reject) => {
+      start((err, res) => (err ? reject(fromServiceError(err, this.shard)) : resolve(res)));
+    });
+  }
+
+  private clientStream<Req, Res>(
+    start: (cb: (err: ServiceError | null, res: Res) => void) => ClientWritableStream<Req>,
+    messages: Iterator<Req>,
+    pushedVersion?: number,
+  ): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const call = start((err, res) => {
+        settled = true;
+        if (err) reject(fromServiceError(err, this.shard, pushedVersion));
+        else resolve(res);
+      });
+      const pump = (): void => {
+        try {
+          while (!settled) {
+            const next = messages.next();
+            if (next.done) {
+              call.end();
+              return;
+            }
+            if (!call.write(next.value)) {
+              call.once('drain', pump);
+              return;
+            }
+          }
+        } catch (err) {
+          settled = true;
+          call.cancel();
+          reject(fromServiceError(err, this.shard, pushedVersion));
+        }
+      };
+      pump();
+    });
+  }
+}

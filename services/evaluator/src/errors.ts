@@ -1,0 +1,45 @@
+/** Errors of the evaluator. Each names the job and what could not be done. */
+
+/** The evaluation files of a job could not be read or decoded. */
+export class EvaluationSetError extends Error {
+  override readonly name = 'EvaluationSetError';
+
+  constructor(
+    readonly jobId: string,
+    reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`job ${jobId}: evaluation set: ${reason}`, options);
+  }
+}
+
+/** The parameters of a snapshot (or the current ones) could not be fetched. */
+export class SnapshotParamsError extends Error {
+  override readonly name = 'SnapshotParamsError';
+
+  constructor(
+    readonly jobId: string,
+    readonly version: number | 'current',
+    reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `job ${jobId}: parameters of ${version === 'current' ? 'the current version' : `snapshot ${version}`}: ${reason}`,
+      options,
+    );
+  }
+}
+
+/** The final model or summary could not be written to the job's output directory. */
+export class ModelExportError extends Error {
+  override readonly name = 'ModelExportError';
+
+  constructor(
+    readonly jobId: string,
+    readonly output: string,
+    reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`job ${jobId}: export to ${output}: ${reason}`, options);
+  }
+}

@@ -1,0 +1,149 @@
+import fc from 'fast-check';
+import {
+  StopPolicy,
+  isImprovement,
+  meetsTarget,
+  replayStopPolicy,
+  type ScoredSnapshot,
+  type StopMetric,
+} from './stop-policy.js';
+
+/** Evaluations at versions 1, 2, ... in epoch 0 at time 0, with the given values. */
+function scored(values: readonly number[]): ScoredSnapshot[] {
+  return values.map((value, i) => ({ version: i + 1, value, epoch: 0, elapsedSeconds: 0 }));
+}
+
+const metricArb = fc.constantFrom<StopMetric>('accuracy', 'loss');
+const valueArb = fc.double({ min: 0, max: 10, noNaN: true });
+
+describe('stop policy', () => {
+  it('stop policy - accuracy target is reached at >= and loss target at <=', () => {
+    expect(replayStopPolicy({ target: 0.8 }, 'accuracy', scored([0.5, 0.79, 0.8, 0.9]))).toMatchObject({
+      stop: true,
+      reason: 'target',
+      at: 2,
+    });
+    expect(replayStopPolicy({ target: 0.3 }, 'loss', scored([0.9, 0.31, 0.3]))).toMatchObject({
+      stop: true,
+      reason: 'target',
+      at: 2,
+    });
+    expect(replayStopPolicy({ target: 0.3 }, 'loss', scored([0.9, 0.5, 0.31]))).toMatchObject({ stop: false });
+  });
+
+  it('stop policy - patience counts evaluations in a row without a new best', () => {
+    // accuracy: 0.5 best, 0.6 best, 0.6 (no), 0.55 (no) -> patience 2 stops at index 3
+    const decision = replayStopPolicy({ patience: 2 }, 'accuracy', scored([0.5, 0.6, 0.6, 0.55, 0.9]));
+    expect(decision).toMatchObject({ stop: true, reason: 'patience', at: 3, best: { value: 0.6, version: 2 } });
+    // an improvement resets the count
+    expect(replayStopPolicy({ patience: 2 }, 'loss', scored([1, 1.1, 0.9, 1, 0.95]))).toMatchObject({
+      stop: true,
+      at: 4,
+    });
+  });
+
+  it('stop policy - maxEpochs and maxSeconds are checked between evaluations', () => {
+    const policy = new StopPolicy({ maxEpochs: 3, maxSeconds: 60 }, 'loss');
+    expect(policy.checkBudget({ epoch: 2, elapsedSeconds: 10 })).toEqual({ stop: false });
+    expect(policy.checkBudget({ epoch: 3, elapsedSeconds: 10 })).toMatchObject({ stop: true, reason: 'maxEpochs' });
+    const timed = new StopPolicy({ maxEpochs: 3, maxSeconds: 60 }, 'loss');
+    expect(timed.checkBudget({ epoch: 0, elapsedSeconds: 60 })).toMatchObject({ stop: true, reason: 'maxSeconds' });
+  });
+
+  it('stop policy - an evaluation also checks the budgets', () => {
+    const policy = new StopPolicy({ target: 0.1, maxEpochs: 2 }, 'loss');
+    expect(policy.observe({ version: 5, value: 1, epoch: 2, elapsedSeconds: 3 })).toMatchObject({
+      stop: true,
+      reason: 'maxEpochs',
+      improved: true,
+    });
+  });
+
+  it('stop policy - the first decision sticks and the best keeps being tracked', () => {
+    const policy = new StopPolicy({ target: 0.5 }, 'accuracy');
+    const first = policy.observe({ version: 1, value: 0.6, epoch: 0, elapsedSeconds: 0 });
+    const later = policy.observe({ version: 2, value: 0.9, epoch: 0, elapsedSeconds: 0 });
+    expect(later).toMatchObject({ stop: true, reason: 'target', detail: first.stop ? first.detail : '' });
+    expect(policy.best).toEqual({ value: 0.9, version: 2 });
+    expect(policy.checkBudget({ epoch: 100, elapsedSeconds: 1e9 })).toMatchObject({ reason: 'target' });
+  });
+
+  it('stop policy - NaN never improves nor meets a target', () => {
+    expect(isImprovement('loss', Number.NaN, 1)).toBe(false);
+    expect(isImprovement('loss', 1, Number.NaN)).toBe(true);
+    expect(meetsTarget('loss', Number.NaN, 1)).toBe(false);
+    const decision = replayStopPolicy({ target: 1, patience: 2 }, 'loss', scored([Number.NaN, Number.NaN]));
+    expect(decision).toMatchObject({ stop: true, reason: 'patience', best: undefined });
+  });
+
+  it('stop policy - with only a target, it stops exactly at the first evaluation meeting it', () => {
+    fc.assert(
+      fc.property(metricArb, valueArb, fc.array(valueArb, { maxLength: 40 }), (metric, target, values) => {
+        const decision = replayStopPolicy({ target }, metric, scored(values));
+        const first = values.findIndex((v) => (metric === 'accuracy' ? v >= target : v <= target));
+        if (first < 0) expect(decision.stop).toBe(false);
+        else expect(decision).toMatchObject({ stop: true, reason: 'target', at: first });
+      }),
+    );
+  });
+
+  it('stop policy - with only patience, it stops at the first run of that many non-improvements', () => {
+    fc.assert(
+      fc.property(
+        metricArb,
+        fc.integer({ min: 1, max: 5 }),
+        fc.array(fc.integer({ min: 0, max: 6 }), { maxLength: 40 }),
+        (metric, patience, values) => {
+          const decision = replayStopPolicy({ patience }, metric, scored(values));
+          let best: number | undefined;
+          let run = 0;
+          let expected = -1;
+          for (let i = 0; i < values.length; i++) {
+            const v = values[i]!;
+            const better = best === undefined || (metric === 'accuracy' ? v > best : v < best);
+            if (better) {
+              best = v;
+              run = 0;
+            } else {
+              run += 1;
+            }
+            if (run >= patience) {
+              expected = i;
+              break;
+            }
+          }
+          if (expected < 0) expect(decision.stop).toBe(false);
+          else expect(decision).toMatchObject({ stop: true, reason: 'patience', at: expected });
+        },
+      ),
+    );
+  });
+
+  it('stop policy - the best is the extreme value, at its first version', () => {
+    fc.assert(
+      fc.property(metricArb, fc.array(valueArb, { minLength: 1, maxLength: 40 }), (metric, values) => {
+        const policy = new StopPolicy({}, metric);
+        for (const evaluation of scored(values)) expect(policy.observe(evaluation).stop).toBe(false);
+        const extreme = metric === 'accuracy' ? Math.max(...values) : Math.min(...values);
+        expect(policy.best).toEqual({ value: extreme, version: values.indexOf(extreme) + 1 });
+      }),
+    );
+  });
+
+  it('stop policy - budgets stop exactly when epoch or elapsed time reach them', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 0, max: 60 }),
+        fc.double({ min: 1, max: 1000, noNaN: true }),
+        fc.double({ min: 0, max: 2000, noNaN: true }),
+        (maxEpochs, epoch, maxSeconds, elapsedSeconds) => {
+          const decision = new StopPolicy({ maxEpochs, maxSeconds }, 'loss').checkBudget({ epoch, elapsedSeconds });
+          if (epoch >= maxEpochs) expect(decision).toMatchObject({ stop: true, reason: 'maxEpochs' });
+          else if (elapsedSeconds >= maxSeconds) expect(decision).toMatchObject({ stop: true, reason: 'maxSeconds' });
+          else expect(decision.stop).toBe(false);
+        },
+      ),
+    );
+  });
+});

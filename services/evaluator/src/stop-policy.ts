@@ -1,0 +1,182 @@
+/**
+ * When a job has trained enough: the job spec's `stop` conditions applied to the evaluations
+ * of its snapshots and to its epoch and time budgets. Plain TypeScript, no I/O.
+ */
+
+/** Stop conditions of a job spec (`stop`); any subset, each checked independently. */
+export interface StopConditions {
+  /** Metric value to reach: accuracy >= target, loss <= target. */
+  target?: number;
+  /** Evaluations in a row without a new best value. */
+  patience?: number;
+  /** Passes over the training data (the job's epoch counter). */
+  maxEpochs?: number;
+  /** Seconds since the job started. */
+  maxSeconds?: number;
+}
+
+/** The metric the policy follows: accuracy grows, loss shrinks. */
+export type StopMetric = 'accuracy' | 'loss';
+
+/** Reasons the evaluator may give for stopping a job. */
+export type PolicyStopReason = 'target' | 'patience' | 'maxEpochs' | 'maxSeconds';
+
+/** The job's progress when a decision is taken. */
+export interface JobProgress {
+  /** The job's epoch counter (completed passes), from its job record. */
+  epoch: number;
+  /** Seconds since the job's `startedAt`. */
+  elapsedSeconds: number;
+}
+
+/** One evaluation of a snapshot, with the job's progress at that time. */
+export interface ScoredSnapshot extends JobProgress {
+  /** The model version (pserver step) that was evaluated. */
+  version: number;
+  /** Value of the followed metric. */
+  value: number;
+}
+
+/** What the policy decided. */
+export type StopDecision = { stop: false } | { stop: true; reason: PolicyStopReason; detail: string };
+
+/** The best evaluation so far. */
+export interface BestEvaluation {
+  value: number;
+  version: number;
+}
+
+const KEEP_GOING: StopDecision = { stop: false };
+
+/** True when `candidate` is strictly better than `incumbent` for `metric` (NaN never is). */
+export function isImprovement(metric: StopMetric, candidate: number, incumbent: number | undefined): boolean {
+  if (Number.isNaN(candidate)) return false;
+  if (incumbent === undefined || Number.isNaN(incumbent)) return true;
+  return metric === 'accuracy' ? candidate > incumbent : candidate < incumbent;
+}
+
+/** True when `value` meets `target` for `metric`: accuracy >= target, loss <= target. */
+export function meetsTarget(metric: StopMetric, value: number, target: number): boolean {
+  return metric === 'accuracy' ? value >= target : value <= target;
+}
+
+/** Rounds for messages, so a detail line stays short. */
+function show(value: number): string {
+  return Number.isInteger(value) ? String(value) : value.toPrecision(6);
+}
+
+/**
+ * The stop policy of one job. Feed it each evaluation with {@link StopPolicy.observe}, and call
+ * {@link StopPolicy.checkBudget} between evaluations for the epoch and time budgets. It tracks
+ * the best value and its version; once it has decided to stop, it keeps returning that decision.
+ *
+ * Checks, in this order: `target` (the evaluation meets it), `patience` (that many evaluations in
+ * a row did not beat the best), `maxEpochs` (epoch >= maxEpochs), `maxSeconds` (elapsed >= maxSeconds).
+ */
+export class StopPolicy {
+  private bestSoFar: BestEvaluation | undefined;
+  private sinceImprovement = 0;
+  private evaluationCount = 0;
+  private decided: StopDecision = KEEP_GOING;
+
+  constructor(
+    readonly conditions: StopConditions,
+    readonly metric: StopMetric,
+  ) {}
+
+  /** The best evaluation so far, or undefined before the first one with a number. */
+  get best(): BestEvaluation | undefined {
+    return this.bestSoFar;
+  }
+
+  /** Evaluations seen so far. */
+  get evaluations(): number {
+    return this.evaluationCount;
+  }
+
+  /** Evaluations in a row, up to the latest, that did not beat the best. */
+  get evaluationsWithoutImprovement(): number {
+    return this.sinceImprovement;
+  }
+
+  /** The decision taken so far (`{stop:false}` until a condition was met). */
+  get decision(): StopDecision {
+    return this.decided;
+  }
+
+  /**
+   * Records an evaluation and decides. Returns whether it became the new best through
+   * `improved`, so the caller knows to keep its parameters.
+   */
+  observe(evaluation: ScoredSnapshot): StopDecision & { improved: boolean } {
+    this.evaluationCount += 1;
+    const improved = isImprovement(this.metric, evaluation.value, this.bestSoFar?.value);
+    if (improved) {
+      this.bestSoFar = { value: evaluation.value, version: evaluation.version };
+      this.sinceImprovement = 0;
+    } else {
+      this.sinceImprovement += 1;
+    }
+    if (this.decided.stop) return { ...this.decided, improved };
+    const { target, patience } = this.conditions;
+    if (target !== undefined && meetsTarget(this.metric, evaluation.value, target)) {
+      const relation = this.metric === 'accuracy' ? '>=' : '<=';
+      this.decided = {
+        stop: true,
+        reason: 'target',
+        detail: `${this.metric} ${show(evaluation.value)} ${relation} target ${show(target)} at version ${evaluation.version}`,
+      };
+    } else if (patience !== undefined && this.sinceImprovement >= patience) {
+      const best = this.bestSoFar;
+      this.decided = {
+        stop: true,
+        reason: 'patience',
+        detail:
+          `${this.sinceImprovement} evaluations without improvement over the best ${this.metric} ` +
+          (best === undefined ? '(none)' : `${show(best.value)} at version ${best.version}`),
+      };
+    } else {
+      this.decided = this.budgetDecision(evaluation);
+    }
+    return { ...this.decided, improved };
+  }
+
+  /** Checks the epoch and time budgets alone, between evaluations. */
+  checkBudget(progress: JobProgress): StopDecision {
+    if (!this.decided.stop) this.decided = this.budgetDecision(progress);
+    return this.decided;
+  }
+
+  private budgetDecision(progress: JobProgress): StopDecision {
+    const { maxEpochs, maxSeconds } = this.conditions;
+    if (maxEpochs !== undefined && progress.epoch >= maxEpochs) {
+      return { stop: true, reason: 'maxEpochs', detail: `epoch ${progress.epoch} reached maxEpochs ${maxEpochs}` };
+    }
+    if (maxSeconds !== undefined && progress.elapsedSeconds >= maxSeconds) {
+      return {
+        stop: true,
+        reason: 'maxSeconds',
+        detail: `${show(progress.elapsedSeconds)} s since the job started reached maxSeconds ${maxSeconds}`,
+      };
+    }
+    return KEEP_GOING;
+  }
+}
+
+/**
+ * Replays a sequence of evaluations through a fresh policy and returns the first stop decision
+ * with the index of the evaluation that caused it, or `{stop:false}` when none did.
+ */
+export function replayStopPolicy(
+  conditions: StopConditions,
+  metric: StopMetric,
+  evaluations: readonly ScoredSnapshot[],
+): StopDecision & { at?: number; best?: BestEvaluation } {
+  const policy = new StopPolicy(conditions, metric);
+  for (let i = 0; i < evaluations.length; i++) {
+    const decision = policy.observe(evaluations[i]!);
+    if (decision.stop)
+      return { stop: true, reason: decision.reason, detail: decision.detail, at: i, best: policy.best };
+  }
+  return { stop: false, best: policy.best };
+}

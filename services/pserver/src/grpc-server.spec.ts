@@ -1,0 +1,313 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { credentials, makeGenericClientConstructor, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
+import {
+  InvalidGradientError,
+  PserverClient,
+  PserverError,
+  SHARD_VERSION_METADATA_KEY,
+  ShardedPserverClient,
+  StaleGradientError,
+  type ParamInfo,
+  type TensorLike,
+} from '#libs/pserver-client';
+import { startShards, type RunningShard } from './in-process-shards.js';
+
+const LR = 0.5;
+const SPEC = JSON.stringify({ optimizer: { type: 'sgd', learningRate: LR }, evaluation: { everySteps: 2 } });
+const PARAMS: ParamInfo[] = [
+  { name: 'dense/kernel', shape: [4, 3] },
+  { name: 'dense/bias', shape: [3] },
+  { name: 'out/kernel', shape: [3, 2] },
+  { name: 'out/bias', shape: [2] },
+];
+
+const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+
+function filled(params: readonly ParamInfo[], f: (name: string, i: number) => number): TensorLike[] {
+  return params.map((p) => {
+    const data = new Float32Array(size(p.shape));
+    for (let i = 0; i < data.length; i++) data[i] = f(p.name, i);
+    return { name: p.name, shape: p.shape, data };
+  });
+}
+
+/** Byte equality of two typed arrays (jest's deep equality is slow on millions of elements). */
+function sameBytes(a: ArrayBufferView, b: ArrayBufferView): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}
+
+let dir: string;
+let shards: RunningShard[];
+let addresses: string[];
+let snapshots: string[];
+const clients: { close(): void }[] = [];
+
+async function start(count = 2, initLeaseMs = 10_000): Promise<void> {
+  shards = await startShards(count, {
+    dataDir: dir,
+    initLeaseMs,
+    onSnapshot: (jobId, shard, version) => snapshots.push(`${jobId}/${shard}/${version}`),
+  });
+  addresses = shards.map((s) => s.address);
+}
+
+function trainer(id: string, params: readonly ParamInfo[] = PARAMS, jobId = 'job-1'): ShardedPserverClient {
+  const c = ShardedPserverClient.fromAddresses(addresses, { jobId, trainerId: id, params, unavailableRetryMs: 0 });
+  clients.push(c);
+  return c;
+}
+
+function shardClient(k: number): PserverClient {
+  const c = new PserverClient(addresses[k], { shard: k });
+  clients.push(c);
+  return c;
+}
+
+async function stopAll(): Promise<void> {
+  for (const c of clients.splice(0)) c.close();
+  await Promise.all(shards.map((s) => s.stop()));
+}
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tributary-pserver-'));
+  snapshots = [];
+  await start();
+});
+
+afterEach(async () => {
+  await stopAll();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('pserver over gRPC', () => {
+  it('pserver grpc - of three concurrent trainers exactly one is elected; all pull identical params', async () => {
+    const trainers = ['t1', 't2', 't3'].map((id) => trainer(id));
+    const outcomes = await Promise.all(
+      trainers.map((t, i) => t.initialize(SPEC, () => filled(PARAMS, () => i + 1), { pollMs: 20 })),
+    );
+    expect(outcomes.filter((o) => o.elected)).toHaveLength(1);
+    const winner = outcomes.findIndex((o) => o.elected);
+    const pulls = await Promise.all(trainers.map((t) => t.pullParams(0)));
+    for (const pull of pulls) {
+      expect(pull.versions).toEqual([0, 0]);
+      expect(pull.tensors.map((t) => t.name)).toEqual(PARAMS.map((p) => p.name));
+      expect(pull.tensors).toEqual(pulls[0].tensors);
+      expect(pull.tensors[0].data[0]).toBe(winner + 1);
+      expect(pull.tensors[0].dtype).toBe('float32');
+    }
+    // Both shards hold a part of the model.
+    const status = await trainers[0].status();
+    expect(status.map((s) => s.jobs[0].tensors).every((n) => n > 0)).toBe(true);
+  });
+
+  it('pserver grpc - a lapsed init lease passes to the next trainer', async () => {
+    await stopAll();
+    await start(2, 150);
+    const quitter = trainer('quitter');
+    expect((await quitter.beginInit(SPEC)).elected).toBe(true);
+    const next = trainer('next');
+    expect(await next.beginInit(SPEC)).toMatchObject({ elected: false, leaseHolder: 'quitter' });
+    expect(await next.waitInitialized({ pollMs: 20 })).toBe('elected');
+    await expect(quitter.finishInit()).rejects.toThrow(/does not hold the init lease \(held by next\)/);
+    await next.initParams(filled(PARAMS, () => 7));
+    await next.finishInit();
+    expect(await quitter.waitInitialized()).toBe('initialized');
+    expect((await quitter.pullParams(0)).tensors[1].data[0]).toBe(7);
+  });
+
+  it('pserver grpc - an 8 MiB tensor round-trips through init, push and pull', async () => {
+    const params: ParamInfo[] = [
+      { name: 'big', shape: [2048, 1024] },
+      { name: 'small', shape: [5] },
+    ];
+    const t = trainer('t', params);
+    const init = filled(params, (_, i) => (i % 1000) / 7);
+    await t.initialize(SPEC, () => init);
+    const pulled = await t.pullParams(0);
+    expect(pulled.tensors[0].data.length).toBe(2 * 1024 * 1024);
+    expect(sameBytes(pulled.tensors[0].data, init[0].data)).toBe(true);
+    const grad = filled(params, (_, i) => ((i % 13) - 6) / 8);
+    await t.join();
+    const outcome = await t.pushGradients(pulled.versions, 64, grad);
+    expect(outcome).toEqual({ versions: [1, 1], accepted: [true, true], stale: [] });
+    const after = await t.pullParams(1);
+    const g = grad[0].data as Float32Array;
+    const expected = Float32Array.from(init[0].data as Float32Array);
+    for (let i = 0; i < expected.length; i++) expected[i] -= LR * g[i];
+    expect(sameBytes(after.tensors[0].data, expected)).toBe(true);
+  });
+
+  it('pserver grpc - a shard that owns no parameter still steps in lockstep', async () => {
+    const params: ParamInfo[] = [{ name: 'only', shape: [3] }];
+    const t = trainer('t', params);
+    await t.initialize(SPEC, () => filled(params, () => 1));
+    expect(t.shardMap.namesOf(1)).toEqual([]);
+    await t.join();
+    for (let v = 0; v < 3; v++) {
+      const pulled = await t.pullParams(v);
+      expect(pulled.versions).toEqual([v, v]);
+      await t.pushGradients(
+        pulled.versions,
+        2,
+        filled(params, () => 1),
+      );
+    }
+    const last = await t.pullParams(3);
+    expect(last.versions).toEqual([3, 3]);
+    expect(Array.from(last.tensors[0].data)).toEqual([-0.5, -0.5, -0.5]);
+  });
+
+  it('pserver grpc - a stale push is refused with FAILED_PRECONDITION and changes nothing', async () => {
+    const t = trainer('t');
+    await t.initialize(SPEC, () => filled(PARAMS, () => 1));
+    await t.join();
+    const grad = filled(PARAMS, () => 1);
+    await t.pushGradients(0, 8, grad);
+    const before = await t.pullParams(1);
+    const outcome = await t.pushGradients(0, 8, grad);
+    expect(outcome.stale).toHaveLength(2);
+    expect(outcome.accepted).toEqual([false, false]);
+    const stale = outcome.stale[0];
+    expect(stale).toBeInstanceOf(StaleGradientError);
+    expect(stale).toMatchObject({ code: GrpcStatus.FAILED_PRECONDITION, pushedVersion: 0, shardVersion: 1 });
+    expect(stale.message).toContain('stale gradient: version 0 is older than shard version 1');
+    expect((stale.cause as ServiceError).metadata.get(SHARD_VERSION_METADATA_KEY)).toEqual(['1']);
+    expect(await t.pullParams(0)).toEqual(before);
+    expect((await t.status()).map((s) => s.jobs[0].pendingPushes)).toEqual([0, 0]);
+  });
+
+  it('pserver grpc - a wrong shape is refused and the server keeps serving', async () => {
+    const t = trainer('t');
+    await t.initialize(SPEC, () => filled(PARAMS, () => 1));
+    const owner = t.shardMap.shardOf('dense/kernel');
+    const names = t.shardMap.namesOf(owner);
+    const good = filled(PARAMS, () => 0.5).filter((g) => names.includes(g.name));
+    const bad = good.map((g) => (g.name === 'dense/kernel' ? { ...g, shape: [3, 4] } : g));
+    const direct = shardClient(owner);
+    const refusal = direct.pushGradients({
+      jobId: 'job-1',
+      trainerId: 't',
+      version: 0,
+      samples: 1,
+      gradients: bad as never,
+    });
+    await expect(refusal).rejects.toThrow(InvalidGradientError);
+    await expect(refusal).rejects.toThrow(/"dense\/kernel": expected shape \[4, 3\], got \[3, 4\]/);
+    const missing = direct.pushGradients({ jobId: 'job-1', trainerId: 't', version: 0, samples: 1, gradients: [] });
+    await expect(missing).rejects.toMatchObject({ code: GrpcStatus.INVALID_ARGUMENT });
+    await expect(missing).rejects.toThrow(/missing gradients for: /);
+    const wrongDtype = { name: 'dense/kernel', shape: [4, 3], data: new Float64Array(12) };
+    await expect(
+      direct.pushGradients({ jobId: 'job-1', trainerId: 't', version: 0, samples: 1, gradients: [wrongDtype] }),
+    ).rejects.toThrow(/expected float32, got float64/);
+    expect((await direct.status('job-1')).jobs[0]).toMatchObject({ version: 0, pendingPushes: 0 });
+    await expect(
+      direct.pushGradients({ jobId: 'job-1', trainerId: 't', version: 0, samples: 1, gradients: good as never }),
+    ).resolves.toEqual({ version: 1, accepted: true });
+  });
+
+  it('pserver grpc - garbage bytes get a clear error and the server keeps serving', async () => {
+    const Raw = makeGenericClientConstructor(
+      {
+        status: {
+          path: '/tributary.pserver.v1.ParameterServer/Status',
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: (b: Buffer) => b,
+          requestDeserialize: (b: Buffer) => b,
+          responseSerialize: (b: Buffer) => b,
+          responseDeserialize: (b: Buffer) => b,
+        },
+      },
+      'Raw',
+    );
+    const raw = new Raw(addresses[0], credentials.createInsecure()) as unknown as {
+      status(b: Buffer, cb: (err: ServiceError | null) => void): void;
+      close(): void;
+    };
+    clients.push(raw);
+    const err = await new Promise<ServiceError | null>((resolve) =>
+      raw.status(Buffer.from([0x0a, 0xff, 0xff, 0xff]), resolve),
+    );
+    expect(err?.code).toBe(GrpcStatus.INTERNAL);
+    expect(err?.details).toMatch(/deserializ/i);
+    expect((await shardClient(0).status()).shard).toBe(0);
+  });
+
+  it('pserver grpc - unknown jobs, bad job ids and pulls before init are refused clearly', async () => {
+    const c = shardClient(0);
+    await expect(c.pullParams('nobody', { waitMs: 10 })).rejects.toMatchObject({ code: GrpcStatus.NOT_FOUND });
+    await expect(c.join('Bad Id!', 't')).rejects.toThrow(/job_id/);
+    const t = trainer('t');
+    await t.beginInit(SPEC);
+    await expect(c.pullParams('job-1', { waitMs: 30 })).rejects.toMatchObject({ code: GrpcStatus.DEADLINE_EXCEEDED });
+    await expect(
+      c.beginInit({
+        jobId: 'job-2',
+        trainerId: 't',
+        specJson: '{"optimizer":{"type":"adagrad"}}',
+        params: [],
+        shardCount: 2,
+      }),
+    ).rejects.toThrow(/spec_json.optimizer: unknown optimizer "adagrad"/);
+    await expect(c.finishInit('job-1', 'other')).rejects.toBeInstanceOf(PserverError);
+  });
+
+  it('pserver grpc - snapshots are announced and can be pulled while they are retained', async () => {
+    const t = trainer('t');
+    await t.initialize(SPEC, () => filled(PARAMS, () => 1));
+    await t.join();
+    for (let v = 0; v < 4; v++)
+      await t.pushGradients(
+        v,
+        1,
+        filled(PARAMS, () => 0.25),
+      );
+    expect(snapshots.sort()).toEqual(['job-1/0/2', 'job-1/0/4', 'job-1/1/2', 'job-1/1/4']);
+    const snap = await t.pullParams(0, { snapshotVersion: 2 });
+    expect(snap.versions).toEqual([2, 2]);
+    expect(snap.tensors[0].data[0]).toBe(1 - 2 * LR * 0.25);
+    await expect(t.pullParams(0, { snapshotVersion: 3 })).rejects.toThrow(/snapshot of version 3 is not retained/);
+    // A snapshot announced by one shard is waited for on a shard that has not reached it yet.
+    const ahead = t.pullParams(0, { snapshotVersion: 6, waitMs: 5_000 });
+    for (let v = 4; v < 6; v++)
+      await t.pushGradients(
+        v,
+        1,
+        filled(PARAMS, () => 0.25),
+      );
+    expect((await ahead).versions).toEqual([6, 6]);
+  });
+
+  it('pserver grpc - a restarted shard resumes from its checkpoint', async () => {
+    const t = trainer('t');
+    await t.initialize(SPEC, () => filled(PARAMS, (_, i) => i));
+    await t.join();
+    for (let v = 0; v < 3; v++)
+      await t.pushGradients(
+        v,
+        1,
+        filled(PARAMS, (_, i) => i / 10),
+      );
+    const before = await t.pullParams(3);
+    const saved = await t.save();
+    expect(saved.map((s) => s.version)).toEqual([3, 3]);
+    expect(saved[0].path).toMatch(/shard-0\/job-1\/ckpt-000000000003\.bin$/);
+    await stopAll();
+    await start();
+    const again = trainer('t');
+    const resumed = await again.pullParams(0);
+    expect(resumed.versions).toEqual([3, 3]);
+    expect(resumed.tensors).toEqual(before.tensors);
+    await again.join();
+    await expect(
+      again.pushGradients(
+        3,
+        1,
+        filled(PARAMS, () => 0),
+      ),
+    ).resolves.toMatchObject({ versions: [4, 4] });
+  });
+});

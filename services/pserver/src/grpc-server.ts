@@ -1,0 +1,331 @@
+import { once, type EventEmitter } from 'node:events';
+import type { ServerHttp2Session } from 'node:http2';
+import {
+  Metadata,
+  Server,
+  ServerCredentials,
+  status as GrpcStatus,
+  type ServerErrorResponse,
+  type ServerReadableStream,
+  type ServerWritableStream,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
+import {
+  ParameterServerService,
+  type InitChunk,
+  type ParameterServerServer,
+  type PullChunk,
+  type PullRequest,
+  type PushChunk,
+  type PushReply,
+} from '#proto/generated/pserver.js';
+import {
+  ERROR_REASON_METADATA_KEY,
+  FLOW_CONTROL_WINDOW_BYTES,
+  MAX_CHUNK_SIZE_BYTES,
+  MalformedTensorError,
+  SERVER_CHANNEL_OPTIONS,
+  SHARD_VERSION_METADATA_KEY,
+  TensorAssembler,
+  tensorParts,
+  typedArrayOf,
+} from '#libs/pserver-client';
+import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
+import type { JobShard } from './job-shard.js';
+import type { ParameterShard, ShardLogger } from './parameter-shard.js';
+
+/** How long `stop` lets calls in flight finish before cutting them off. */
+export const SHUTDOWN_GRACE_MS = 5_000;
+
+const REASON_CODES: Record<ShardErrorReason, GrpcStatus> = {
+  'stale-gradient': GrpcStatus.FAILED_PRECONDITION,
+  'invalid-tensor': GrpcStatus.INVALID_ARGUMENT,
+  'invalid-request': GrpcStatus.INVALID_ARGUMENT,
+  'unknown-job': GrpcStatus.NOT_FOUND,
+  'not-initialized': GrpcStatus.UNAVAILABLE,
+  'init-lease': GrpcStatus.FAILED_PRECONDITION,
+  'already-initialized': GrpcStatus.ALREADY_EXISTS,
+  'incomplete-init': GrpcStatus.FAILED_PRECONDITION,
+  'snapshot-not-retained': GrpcStatus.NOT_FOUND,
+  'wait-timeout': GrpcStatus.DEADLINE_EXCEEDED,
+  closing: GrpcStatus.UNAVAILABLE,
+  checkpoint: GrpcStatus.DATA_LOSS,
+};
+
+/** Settings of a `PserverGrpcServer`. */
+export interface PserverGrpcServerOptions {
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  logger?: ShardLogger;
+  /** Tensor bytes per streamed message in pulls. Default `MAX_CHUNK_SIZE_BYTES`. */
+  maxChunkBytes?: number;
+}
+
+/**
+ * The `ParameterServer` gRPC service over a `ParameterShard`. Refusals become gRPC errors with
+ * the status code of their reason, the reason in `tributary-error-reason` and, for a version
+ * refusal, the shard's version in `tributary-shard-version`; nothing else escapes a handler.
+ */
+export class PserverGrpcServer {
+  private readonly server = new Server(SERVER_CHANNEL_OPTIONS);
+  private readonly logger?: ShardLogger;
+  private readonly maxChunkBytes: number;
+  private bound?: { host: string; port: number };
+
+  constructor(
+    private readonly shard: ParameterShard,
+    private readonly options: PserverGrpcServerOptions,
+  ) {
+    this.logger = options.logger;
+    this.maxChunkBytes = options.maxChunkBytes ?? MAX_CHUNK_SIZE_BYTES;
+    this.server.addService(ParameterServerService, this.handlers());
+  }
+
+  /** Binds and starts serving; resolves with the address actually bound. */
+  async start(): Promise<{ host: string; port: number; address: string }> {
+    const { host } = this.options;
+    const target = host.includes(':') ? `[${host}]:${this.options.port}` : `${host}:${this.options.port}`;
+    const port = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync(target, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    widenReceiveWindows(this.server, FLOW_CONTROL_WINDOW_BYTES);
+    this.bound = { host, port };
+    return { host, port, address: `${host.includes(':') ? `[${host}]` : host}:${port}` };
+  }
+
+  /** The bound address, once started. */
+  get address(): string | undefined {
+    return this.bound ? `${this.bound.host}:${this.bound.port}` : undefined;
+  }
+
+  /** Stops accepting calls, lets calls in flight finish for up to `graceMs`, then cuts them. */
+  async stop(graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, graceMs);
+      this.server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+  }
+
+  private handlers(): ParameterServerServer {
+    return {
+      beginInit: this.unary('BeginInit', (req) =>
+        this.shard.beginInit({
+          jobId: req.jobId,
+          trainerId: req.trainerId,
+          specJson: req.specJson,
+          params: req.params,
+          shardCount: req.shardCount,
+        }),
+      ),
+      initParams: (call, callback) => void this.initParams(call, callback),
+      finishInit: this.unary('FinishInit', async (req) => ({
+        version: (await this.shard.job(req.jobId)).finishInit(req.trainerId),
+      })),
+      join: this.unary('Join', async (req) => {
+        const { version, countedFrom } = (await this.shard.job(req.jobId)).join(req.trainerId);
+        return { version, countedFromVersion: countedFrom };
+      }),
+      leave: this.unary('Leave', async (req) => {
+        (await this.shard.job(req.jobId)).leave(req.trainerId);
+        return {};
+      }),
+      pushGradients: (call, callback) => void this.pushGradients(call, callback),
+      pullParams: (call) => void this.pullParams(call),
+      save: this.unary('Save', (req) => this.shard.save(req.jobId, req.path || undefined)),
+      status: this.unary('Status', async (req) => {
+        const jobs = req.jobId
+          ? [await this.shard.job(req.jobId)]
+          : await Promise.all(this.shard.jobIds().map((id) => this.shard.job(id)));
+        return { shard: this.shard.shard, jobs: jobs.map((j) => j.status()) };
+      }),
+    };
+  }
+
+  private unary<Req extends object, Res>(
+    method: string,
+    fn: (req: Req) => Res | Promise<Res>,
+  ): (call: { request: Req }, callback: sendUnaryData<Res>) => void {
+    return (call, callback) => {
+      Promise.resolve()
+        .then(() => fn(call.request))
+        .then(
+          (res) => callback(null, res),
+          (err: unknown) => callback(this.toServiceError(err, method)),
+        );
+    };
+  }
+
+  private async initParams(
+    call: ServerReadableStream<InitChunk, { tensors: number }>,
+    callback: sendUnaryData<{ tensors: number }>,
+  ): Promise<void> {
+    let job: JobShard | undefined;
+    let header: { jobId: string; trainerId: string } | undefined;
+    let assembler: TensorAssembler | undefined;
+    let failed = false;
+    try {
+      for await (const chunk of call as AsyncIterable<InitChunk>) {
+        if (failed) continue;
+        try {
+          if (!header) {
+            header = { jobId: chunk.jobId, trainerId: chunk.trainerId };
+            job = await this.shard.job(chunk.jobId);
+            const j = job;
+            assembler = new TensorAssembler((name, dtype, shape) => j.expectInitTensor(name, dtype, shape));
+          } else {
+            sameHeader(header, chunk);
+          }
+          if (chunk.tensor) assembler!.add(chunk.tensor);
+        } catch (err) {
+          failed = true;
+          callback(this.toServiceError(err, 'InitParams'));
+        }
+      }
+      if (failed) return;
+      if (!job || !header || !assembler) throw new InvalidRequestError('InitParams', 'the stream carried no chunk');
+      const tensors = assembler.finish().map((t) => ({
+        name: t.name,
+        shape: t.shape,
+        value: typedArrayOf(t.dtype, t.bytes) as Float32Array,
+      }));
+      job.initTensors(header.trainerId, tensors);
+      callback(null, { tensors: job.status().tensors });
+    } catch (err) {
+      if (!failed) callback(this.toServiceError(err, 'InitParams'));
+    }
+  }
+
+  private async pushGradients(
+    call: ServerReadableStream<PushChunk, PushReply>,
+    callback: sendUnaryData<PushReply>,
+  ): Promise<void> {
+    let job: JobShard | undefined;
+    let header: { jobId: string; trainerId: string; version: number; samples: number } | undefined;
+    let assembler: TensorAssembler | undefined;
+    let failed = false;
+    try {
+      for await (const chunk of call as AsyncIterable<PushChunk>) {
+        if (failed) continue;
+        try {
+          if (!header) {
+            header = { jobId: chunk.jobId, trainerId: chunk.trainerId, version: chunk.version, samples: chunk.samples };
+            job = await this.shard.job(chunk.jobId);
+            // Refuse a stale push before reading megabytes of it.
+            job.checkPushVersion(chunk.version);
+            const j = job;
+            assembler = new TensorAssembler((name, dtype, shape) => j.expectGradient(name, dtype, shape));
+          } else {
+            sameHeader(header, chunk);
+          }
+          if (chunk.tensor) assembler!.add(chunk.tensor);
+        } catch (err) {
+          failed = true;
+          callback(this.toServiceError(err, 'PushGradients'));
+        }
+      }
+      if (failed) return;
+      if (!job || !header || !assembler) throw new InvalidRequestError('PushGradients', 'the stream carried no chunk');
+      const gradients = new Map(
+        assembler.finish().map((t) => [t.name, typedArrayOf(t.dtype, t.bytes) as Float32Array]),
+      );
+      callback(null, job.push(header.trainerId, header.version, header.samples, gradients));
+    } catch (err) {
+      if (!failed) callback(this.toServiceError(err, 'PushGradients'));
+    }
+  }
+
+  private async pullParams(call: ServerWritableStream<PullRequest, PullChunk>): Promise<void> {
+    const req = call.request;
+    const abort = new AbortController();
+    const onCancel = () => abort.abort(new Error('pull cancelled by the client'));
+    call.on('cancelled', onCancel);
+    try {
+      const job = await this.shard.job(req.jobId);
+      job.touch(req.trainerId);
+      // A snapshot this shard has not reached yet (another shard announced it first) is waited for.
+      const waitFor = req.snapshotVersion ?? req.minVersion;
+      if (req.snapshotVersion === undefined || job.version < req.snapshotVersion) {
+        await job.waitForVersion(waitFor, req.waitMs, abort.signal);
+      }
+      const { version, tensors } = job.read(req.snapshotVersion);
+      const tensorCount = tensors.length;
+      if (tensorCount === 0) call.write({ version, tensorCount });
+      for (const t of tensors) {
+        for (const part of tensorParts(t, this.maxChunkBytes)) {
+          if (abort.signal.aborted) return;
+          if (!call.write({ version, tensorCount, tensor: part })) {
+            await Promise.race([once(call, 'drain'), once(abort.signal, 'abort')]);
+          }
+        }
+      }
+      call.end();
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      call.emit('error', this.toServiceError(err, 'PullParams'));
+    } finally {
+      call.off('cancelled', onCancel);
+    }
+  }
+
+  private toServiceError(err: unknown, method: string): ServerErrorResponse {
+    const metadata = new Metadata();
+    if (err instanceof ShardError) {
+      metadata.set(ERROR_REASON_METADATA_KEY, err.reason);
+      if (err instanceof GradientVersionError) metadata.set(SHARD_VERSION_METADATA_KEY, String(err.shardVersion));
+      return Object.assign(new Error(err.message), { code: REASON_CODES[err.reason], details: err.message, metadata });
+    }
+    if (err instanceof MalformedTensorError) {
+      metadata.set(ERROR_REASON_METADATA_KEY, 'invalid-tensor');
+      return Object.assign(new Error(err.message), {
+        code: GrpcStatus.INVALID_ARGUMENT,
+        details: err.message,
+        metadata,
+      });
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    this.logger?.error(`${method} failed: ${err instanceof Error ? (err.stack ?? message) : message}`);
+    return Object.assign(new Error(message), { code: GrpcStatus.INTERNAL, details: `${method}: ${message}`, metadata });
+  }
+}
+
+/**
+ * Raises the HTTP/2 receive windows of every session the server accepts from the default 64 KiB,
+ * which otherwise limits a push to one window per round trip. grpc-js 1.14 applies
+ * `grpc-node.flow_control_window` to clients only (grpc/grpc-node#3058), so this reaches its
+ * HTTP/2 servers, which are private; when that fails the server runs with the default windows.
+ */
+function widenReceiveWindows(server: Server, bytes: number): void {
+  const http2Servers = (server as unknown as { http2Servers?: unknown }).http2Servers;
+  if (!(http2Servers instanceof Map)) return;
+  for (const h2 of http2Servers.keys() as Iterable<EventEmitter>) {
+    if (h2.listeners('session').some((l) => (l as { widensWindows?: boolean }).widensWindows)) continue;
+    const onSession = (session: ServerHttp2Session) => {
+      try {
+        session.setLocalWindowSize(bytes);
+        session.settings({ initialWindowSize: Math.min(bytes, 2 ** 31 - 1) });
+      } catch {
+        // A session that closed at once needs no window.
+      }
+    };
+    h2.on('session', Object.assign(onSession, { widensWindows: true }));
+  }
+}
+
+/** Every chunk of a stream must repeat the first chunk's header fields. */
+function sameHeader<H extends object>(header: H, chunk: H): void {
+  for (const key of Object.keys(header) as (keyof H & string)[]) {
+    if (header[key] !== chunk[key]) {
+      throw new InvalidRequestError(
+        key,
+        `changed within the stream from ${JSON.stringify(header[key])} to ${JSON.stringify(chunk[key])}`,
+      );
+    }
+  }
+}

@@ -1,0 +1,249 @@
+import { DataType } from '#libs/pserver-client';
+import {
+  AlreadyInitializedError,
+  GradientVersionError,
+  IncompleteInitError,
+  InitLeaseHeldError,
+  InvalidRequestError,
+  InvalidTensorError,
+  NotInitializedError,
+  SnapshotNotRetainedError,
+  WaitTimeoutError,
+} from './errors.js';
+import { JobShard } from './job-shard.js';
+import { parseJobSettings } from './job-settings.js';
+
+const f32 = DataType.FLOAT32;
+const PARAMS = [
+  { name: 'w', dtype: f32, shape: [2] },
+  { name: 'b', dtype: f32, shape: [1] },
+];
+
+function makeJob(spec: object = {}, shard = 0, shardCount = 1, clock = { t: 0 }) {
+  const versions: number[] = [];
+  const snapshots: number[] = [];
+  const specJson = JSON.stringify({ optimizer: { type: 'sgd', learningRate: 0.5 }, ...spec });
+  const job = new JobShard({
+    jobId: 'job-1',
+    shard,
+    specJson,
+    settings: parseJobSettings(specJson),
+    initLeaseMs: 1000,
+    now: () => clock.t,
+    hooks: { onVersion: (_, v) => versions.push(v), onSnapshot: (_, v) => snapshots.push(v) },
+  });
+  job.setParamList(PARAMS, shardCount);
+  return { job, versions, snapshots, clock };
+}
+
+function initialize(job: JobShard, trainer = 'init') {
+  expect(job.beginInit(trainer).elected).toBe(true);
+  job.initTensors(trainer, [
+    { name: 'w', shape: [2], value: Float32Array.of(1, 2) },
+    { name: 'b', shape: [1], value: Float32Array.of(0) },
+  ]);
+  job.finishInit(trainer);
+}
+
+const grads = (w: [number, number], b: number) =>
+  new Map([
+    ['w', Float32Array.from(w)],
+    ['b', Float32Array.of(b)],
+  ]);
+
+const values = (job: JobShard) => Object.fromEntries(job.read().tensors.map((t) => [t.name, Array.from(t.data)]));
+
+describe('job shard', () => {
+  it('job shard - the first caller is elected; others wait until the lease expires', () => {
+    const { job, clock } = makeJob();
+    expect(job.beginInit('a')).toMatchObject({ elected: true, initialized: false, leaseHolder: 'a' });
+    expect(job.beginInit('b')).toMatchObject({ elected: false, leaseHolder: 'a' });
+    clock.t = 900;
+    expect(job.beginInit('a').elected).toBe(true); // renews until 1900
+    clock.t = 1800;
+    expect(job.beginInit('b').elected).toBe(false);
+    clock.t = 2000;
+    expect(job.beginInit('b')).toMatchObject({ elected: true, leaseHolder: 'b' });
+    expect(() => job.initTensors('a', [])).toThrow(InitLeaseHeldError);
+    expect(() => job.finishInit('a')).toThrow(/does not hold the init lease \(held by b\)/);
+  });
+
+  it('job shard - other shards never elect, and accept init from anyone', () => {
+    const { job } = makeJob({}, 1, 2);
+    expect(job.beginInit('a').elected).toBe(false);
+    // With 2 shards, shard 1 owns only "b".
+    expect(() => job.initTensors('z', [{ name: 'w', shape: [2], value: new Float32Array(2) }])).toThrow(
+      /"w" is not a parameter of shard 1/,
+    );
+    job.initTensors('z', [{ name: 'b', shape: [1], value: Float32Array.of(4) }]);
+    expect(job.finishInit('z')).toBe(0);
+    expect(values(job)).toEqual({ b: [4] });
+  });
+
+  it('job shard - init refuses wrong shapes, dtypes, missing tensors and non-finite values', () => {
+    const { job } = makeJob();
+    job.beginInit('a');
+    expect(() => job.expectInitTensor('w', DataType.FLOAT64, [2])).toThrow(/expected float32, got float64/);
+    expect(() => job.expectInitTensor('w', f32, [3])).toThrow(/expected shape \[2\], got \[3\]/);
+    expect(() => job.initTensors('a', [{ name: 'w', shape: [2], value: Float32Array.of(1, NaN) }])).toThrow(
+      /non-finite value NaN at index 1/,
+    );
+    job.initTensors('a', [{ name: 'w', shape: [2], value: Float32Array.of(1, 2) }]);
+    expect(() => job.finishInit('a')).toThrow(IncompleteInitError);
+    expect(() => job.finishInit('a')).toThrow(/missing parameters: b/);
+    expect(job.initialized).toBe(false);
+  });
+
+  it('job shard - a different parameter list than before is refused', () => {
+    const { job } = makeJob();
+    expect(() => job.setParamList([{ name: 'w', dtype: f32, shape: [3] }, PARAMS[1]], 1)).toThrow(InvalidRequestError);
+    expect(() => job.setParamList(PARAMS, 0)).toThrow(/shard_count/);
+    const other = makeJob().job;
+    expect(() => other.setParamList([{ name: 'x', dtype: DataType.INT32, shape: [1] }], 1)).toThrow(
+      /only float32 parameters are trainable/,
+    );
+  });
+
+  it('job shard - sync: one step per version once the quorum pushed, then stale versions are refused', () => {
+    const { job, versions } = makeJob();
+    initialize(job);
+    expect(versions).toEqual([0]);
+    job.join('a');
+    job.join('b');
+    // Nobody counts at version 0 (they joined at 0), so the first push steps at once.
+    expect(job.push('a', 0, 1, grads([1, 1], 1))).toEqual({ version: 1, accepted: true });
+    expect(values(job)).toEqual({ w: [0.5, 1.5], b: [-0.5] });
+    expect(() => job.push('b', 0, 1, grads([1, 1], 1))).toThrow(GradientVersionError);
+    expect(() => job.push('b', 0, 1, grads([1, 1], 1))).toThrow(
+      'stale gradient: version 0 is older than shard version 1',
+    );
+    expect(job.push('a', 1, 1, grads([1, 0], 0))).toEqual({ version: 1, accepted: true });
+    expect(job.push('a', 1, 1, grads([9, 9], 9))).toEqual({ version: 1, accepted: false });
+    expect(job.push('b', 1, 3, grads([-1, 4], 0))).toEqual({ version: 2, accepted: true });
+    // Average weighted by samples: w' = w - 0.5 * ([1,0]*1 + [-1,4]*3) / 4.
+    expect(values(job)).toEqual({ w: [0.5 + 0.25, 1.5 - 1.5], b: [-0.5] });
+    expect(versions).toEqual([0, 1, 2]);
+    expect(() => job.push('a', 5, 1, grads([0, 0], 0))).toThrow('gradient version 5 is ahead of shard version 2');
+  });
+
+  it('job shard - a refused push changes nothing', () => {
+    const { job } = makeJob();
+    initialize(job);
+    job.join('a');
+    job.join('b');
+    job.push('a', 0, 1, grads([0, 0], 0));
+    const before = values(job);
+    expect(() => job.push('a', 1, 1, new Map([['w', Float32Array.of(1, 1)]]))).toThrow(/missing gradients for: b/);
+    expect(() => job.push('a', 1, 1, grads([1, Infinity], 0))).toThrow(InvalidTensorError);
+    expect(() => job.push('a', 1, 0, grads([1, 1], 0))).toThrow(/samples/);
+    expect(() => job.push('a', 1, 1, new Map([...grads([1, 1], 1), ['zz', Float32Array.of(1)]]))).toThrow(
+      /"zz" is not a parameter/,
+    );
+    expect(() => job.expectGradient('w', f32, [2, 1])).toThrow(/expected shape \[2\], got \[2, 1\]/);
+    expect(job.status().pendingPushes).toBe(0);
+    expect(values(job)).toEqual(before);
+    expect(job.version).toBe(1);
+  });
+
+  it('job shard - leaving completes the open step; lapsing members too', () => {
+    const { job, clock } = makeJob();
+    initialize(job);
+    job.join('a');
+    job.join('b');
+    job.join('c');
+    job.push('a', 0, 1, grads([0, 0], 0));
+    job.push('a', 1, 1, grads([0, 0], 0));
+    expect(job.version).toBe(1);
+    job.leave('b');
+    expect(job.version).toBe(1);
+    clock.t = 10_000;
+    job.touch('a');
+    expect(job.sweep(5_000)).toEqual(['c']);
+    expect(job.version).toBe(2);
+    expect(job.status().members).toEqual(['a']);
+    // A lapsed member that calls again is back, counted from the next version.
+    job.touch('c');
+    expect(job.status().members).toEqual(['a', 'c']);
+    job.push('a', 2, 1, grads([0, 0], 0));
+    expect(job.version).toBe(3);
+    job.push('a', 3, 1, grads([0, 0], 0));
+    expect(job.version).toBe(3);
+    job.push('c', 3, 1, grads([0, 0], 0));
+    expect(job.version).toBe(4);
+  });
+
+  it('job shard - trainers.min holds the step for that many members', () => {
+    const { job } = makeJob({ trainers: { min: 2 } });
+    job.join('a');
+    job.join('b');
+    initialize(job);
+    job.push('a', 0, 1, grads([0, 0], 0));
+    expect(job.version).toBe(0);
+    job.push('b', 0, 1, grads([0, 0], 0));
+    expect(job.version).toBe(1);
+  });
+
+  it('job shard - async: every push is a step, older versions included', () => {
+    const { job } = makeJob({ training: { mode: 'async' } });
+    initialize(job);
+    job.push('a', 0, 1, grads([1, 1], 1));
+    job.push('b', 0, 1, grads([1, 1], 1));
+    expect(job.version).toBe(2);
+    expect(values(job)).toEqual({ w: [0, 1], b: [-1] });
+    expect(() => job.push('a', 3, 1, grads([1, 1], 1))).toThrow(/ahead/);
+  });
+
+  it('job shard - snapshots every evaluation.everySteps versions, the last two retained', () => {
+    const { job, snapshots } = makeJob({ training: { mode: 'async' }, evaluation: { everySteps: 2 } });
+    initialize(job);
+    for (let v = 0; v < 6; v++) job.push('a', v, 1, grads([1, 0], 0));
+    expect(snapshots).toEqual([2, 4, 6]);
+    expect(job.snapshotVersions()).toEqual([4, 6]);
+    expect(Array.from(job.read(4).tensors[0].data)).toEqual([1 - 0.5 * 4, 2]);
+    expect(() => job.read(2)).toThrow(SnapshotNotRetainedError);
+    expect(() => job.read(2)).toThrow(/retained: 4, 6/);
+  });
+
+  it('job shard - pulls wait for the version, or time out', async () => {
+    const { job } = makeJob({ training: { mode: 'async' } });
+    const waiting = job.waitForVersion(1, 5_000);
+    await expect(job.waitForVersion(0, 0)).rejects.toThrow(WaitTimeoutError);
+    initialize(job);
+    await expect(job.waitForVersion(0, 0)).resolves.toBeUndefined();
+    job.push('a', 0, 1, grads([1, 1], 1));
+    await expect(waiting).resolves.toBeUndefined();
+    await expect(job.waitForVersion(5, 20)).rejects.toThrow('version 5 not reached within 20 ms (shard is at 1)');
+    const aborted = new AbortController();
+    const pending = job.waitForVersion(9, 5_000, aborted.signal);
+    aborted.abort(new Error('gone'));
+    await expect(pending).rejects.toThrow('gone');
+    const closing = job.waitForVersion(9, 5_000);
+    job.close();
+    await expect(closing).rejects.toThrow(/shutting down/);
+  });
+
+  it('job shard - calls before init are refused with clear errors', () => {
+    const { job } = makeJob();
+    expect(() => job.read()).toThrow(NotInitializedError);
+    expect(() => job.push('a', 0, 1, grads([0, 0], 0))).toThrow(/not initialised on shard 0/);
+    initialize(job);
+    expect(() => job.expectInitTensor('w', f32, [2])).toThrow(AlreadyInitializedError);
+    expect(job.finishInit('someone')).toBe(0);
+    expect(() => job.join('')).toThrow(/trainer_id/);
+  });
+
+  it('job shard - a checkpoint restores version, parameters and optimizer state', () => {
+    const spec = { optimizer: { type: 'adam', learningRate: 0.1 }, training: { mode: 'async' } };
+    const { job } = makeJob(spec);
+    initialize(job);
+    job.push('a', 0, 1, grads([1, -1], 2));
+    job.push('a', 1, 1, grads([0.5, 0.5], 1));
+    const data = job.capture();
+    const twin = JobShard.fromCheckpoint(data, { shard: 0, settings: job.settings });
+    expect(twin.version).toBe(2);
+    expect(twin.initialized).toBe(true);
+    job.push('a', 2, 1, grads([3, 1], -1));
+    twin.push('a', 2, 1, grads([3, 1], -1));
+    expect(values(twin)).toEqual(values(job));
+  });
+});

@@ -1,0 +1,39 @@
+import { env, type CommonConfig, type EnvSpec } from '#libs/config';
+import { MEMBER_TTL_MS } from './parameter-shard.js';
+
+/** Host the gRPC server binds to when `PSERVER_HOST` is unset. */
+export const DEFAULT_PSERVER_HOST = '127.0.0.1';
+
+/** The parameter server's own settings. */
+export interface PserverConfig {
+  /** Which shard this process serves (`PSERVER_SHARD`, required). */
+  shard: number;
+  /** Interface to bind (`PSERVER_HOST`). */
+  host: string;
+  /** Port to bind (`PSERVER_PORT`); 0 picks a free one. */
+  port: number;
+  /** Host name other machines reach this one by (`PSERVER_ADVERTISE_HOST`); default the bound host. */
+  advertiseHost?: string;
+  /** Checkpoint directory (`PSERVER_DATA_DIR`); default `.tributary/pserver-<shard>`. */
+  dataDir?: string;
+  /** Silence after which a trainer leaves the quorum (`PSERVER_MEMBER_TTL_MS`). */
+  memberTtlMs: number;
+}
+
+/** Environment fields of the parameter server. */
+export const PSERVER_CONFIG: EnvSpec<PserverConfig> = {
+  shard: ['PSERVER_SHARD', env.int({ min: 0, max: 4095 })],
+  host: ['PSERVER_HOST', env.string({ default: DEFAULT_PSERVER_HOST })],
+  port: ['PSERVER_PORT', env.int({ default: 0, min: 0, max: 65_535 })],
+  advertiseHost: ['PSERVER_ADVERTISE_HOST', env.optionalString()],
+  dataDir: ['PSERVER_DATA_DIR', env.optionalString()],
+  memberTtlMs: ['PSERVER_MEMBER_TTL_MS', env.int({ default: MEMBER_TTL_MS, min: 100, max: 3_600_000 })],
+};
+
+/** The parameter server's full settings: common, its own, and its id. */
+export type PserverSettings = CommonConfig & PserverConfig & { id: string };
+
+/** The checkpoint directory of a shard when `PSERVER_DATA_DIR` is unset. */
+export function defaultDataDir(shard: number): string {
+  return `.tributary/pserver-${shard}`;
+}

@@ -1,0 +1,118 @@
+import fc from 'fast-check';
+import { SyncBarrier } from './sync-barrier.js';
+
+const grads = (values: number[]) => new Map([['w', Float32Array.from(values)]]);
+
+describe('sync barrier', () => {
+  it('sync barrier - steps once every counted member has pushed', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    b.join('b', 0);
+    b.add('a', 1, grads([1]));
+    expect(b.ready(0)).toBe(false);
+    b.add('b', 1, grads([3]));
+    expect(b.ready(0)).toBe(true);
+    expect(Array.from(b.take().average.get('w')!)).toEqual([2]);
+    expect(b.pending).toBe(0);
+    expect(b.ready(1)).toBe(false);
+  });
+
+  it('sync barrier - a joining trainer counts from its version on, not before', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    expect(b.join('late', 6)).toBe(6);
+    b.add('a', 4, grads([1]));
+    expect(b.ready(5)).toBe(true);
+    expect(b.ready(6)).toBe(false);
+    // Joining again keeps the original version.
+    expect(b.join('late', 9)).toBe(6);
+  });
+
+  it('sync barrier - a leave shrinks the quorum of the open version at once', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    b.join('b', 0);
+    b.join('c', 0);
+    b.add('a', 1, grads([1]));
+    b.add('b', 1, grads([1]));
+    expect(b.ready(0)).toBe(false);
+    expect(b.leave('c')).toBe(true);
+    expect(b.ready(0)).toBe(true);
+    expect(b.memberIds()).toEqual(['a', 'b']);
+  });
+
+  it('sync barrier - no deadlock when everyone leaves after pushing', () => {
+    const b = new SyncBarrier(3);
+    b.join('a', 0);
+    b.join('b', 0);
+    b.add('a', 2, grads([5]));
+    b.leave('a');
+    b.leave('b');
+    expect(b.ready(0)).toBe(true);
+    expect(b.take().samples).toBe(2);
+  });
+
+  it('sync barrier - nothing is ready without a contribution', () => {
+    const b = new SyncBarrier();
+    expect(b.ready(0)).toBe(false);
+    b.join('a', 1);
+    expect(b.ready(0)).toBe(false);
+  });
+
+  it('sync barrier - contributions of non-members and not-yet-counted members are added', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    b.join('new', 1);
+    b.add('stranger', 1, grads([10]));
+    b.add('new', 1, grads([20]));
+    expect(b.ready(0)).toBe(false);
+    b.add('a', 2, grads([0]));
+    expect(b.ready(0)).toBe(true);
+    expect(Array.from(b.take().average.get('w')!)).toEqual([7.5]);
+  });
+
+  it('sync barrier - minContributors holds the step while that many trainers are members', () => {
+    const b = new SyncBarrier(2);
+    b.join('a', 0);
+    b.join('b', 1);
+    b.add('a', 1, grads([1]));
+    expect(b.ready(0)).toBe(false);
+    b.leave('b');
+    expect(b.ready(0)).toBe(true);
+  });
+
+  it('sync barrier - the same trainer cannot contribute twice to a version', () => {
+    const b = new SyncBarrier();
+    b.add('a', 1, grads([1]));
+    expect(b.hasContributed('a')).toBe(true);
+    expect(() => b.add('a', 1, grads([1]))).toThrow(/already contributed/);
+  });
+
+  it('sync barrier - the average is weighted by samples', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            samples: fc.integer({ min: 1, max: 1000 }),
+            g: fc.array(fc.float({ min: -100, max: 100, noNaN: true }).map(Math.fround), {
+              minLength: 3,
+              maxLength: 3,
+            }),
+          }),
+          { minLength: 1, maxLength: 8 },
+        ),
+        (pushes) => {
+          const b = new SyncBarrier();
+          pushes.forEach((p, i) => b.add(`t${i}`, p.samples, grads(p.g)));
+          const { average, samples } = b.take();
+          const total = pushes.reduce((n, p) => n + p.samples, 0);
+          expect(samples).toBe(total);
+          for (let j = 0; j < 3; j++) {
+            const exact = pushes.reduce((s, p) => s + p.g[j] * p.samples, 0) / total;
+            expect(average.get('w')![j]).toBe(Math.fround(exact));
+          }
+        },
+      ),
+    );
+  });
+});

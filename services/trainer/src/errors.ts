@@ -1,0 +1,30 @@
+/** Errors of the trainer. Each names the job, task, file or offset concerned. */
+
+/** A chunk of a task could not be read or decoded; the task is reported failed with this message. */
+export class TaskDataError extends Error {
+  override readonly name = 'TaskDataError';
+  constructor(
+    readonly file: string,
+    readonly offset: number,
+    reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${file}: chunk at byte ${offset}: ${reason}`, options);
+  }
+}
+
+/** The parameter servers refused a minibatch's gradients more than `maxGradientRetries` times. */
+export class GradientRetriesExhaustedError extends Error {
+  override readonly name = 'GradientRetriesExhaustedError';
+  constructor(
+    readonly refusals: number,
+    readonly maxGradientRetries: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `gradients refused ${refusals} times for one minibatch (training.maxGradientRetries is ${maxGradientRetries})` +
+        (options?.cause instanceof Error ? `: ${options.cause.message}` : ''),
+      options,
+    );
+  }
+}

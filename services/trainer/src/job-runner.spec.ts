@@ -1,0 +1,287 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { Subscription } from '@nats-io/transport-node';
+import { validateJobSpec, type JobSpec, type JobSpecInput } from '#libs/job-spec';
+import { encodeExampleValues as encodeRecord } from '#libs/dataset';
+import { TfjsLearner, selectBackend } from '#libs/learner';
+import { MasterClient } from '#libs/master-client';
+import {
+  SUBJECTS,
+  connectNats,
+  decodeJsonObject,
+  encodeJson,
+  ensureStreams,
+  ensureTrainerConsumer,
+  openBuckets,
+  type Buckets,
+  type JobRecord,
+  type MemberStatus,
+  type NatsConnection,
+  type TaskMessage,
+  type TaskReport,
+} from '#libs/messaging';
+import { KvShardDirectory, ShardedPserverClient, shardKey } from '#libs/pserver-client';
+import { loadIndex, writeRecordFile, type ChunkMeta } from '#libs/recordio';
+import { startShards, type RunningShard } from '../../pserver/src/in-process-shards.js';
+import { startTestServers, type TestServers } from '../../../test/support/servers.js';
+import { JobDirectory } from './job-directory.js';
+import { JobRunner, type TrainerLogger } from './job-runner.js';
+import { TrainerWorker } from './trainer-worker.js';
+
+const LAYOUT = { featureShape: [4], featureDtype: 'float32', labelDtype: 'int32', numClasses: 3 } as const;
+const RECORDS = 60;
+const SHARDS = 2;
+
+function specInput(id: string, file: string, out: string): JobSpecInput {
+  return {
+    id,
+    dataset: { train: [file], eval: [file], layout: { ...LAYOUT, featureShape: [4] } },
+    model: { preset: 'mlp', hiddenUnits: [8], activation: 'relu' },
+    optimizer: { type: 'sgd', learningRate: 0.1 },
+    training: { batchSize: 4, mode: 'sync', seed: 7, maxGradientRetries: 3 },
+    pservers: { count: SHARDS },
+    stop: { maxEpochs: 1 },
+    output: out,
+  };
+}
+
+const quiet: TrainerLogger = { log: () => undefined, warn: () => undefined, error: (m) => console.error(m) };
+
+/**
+ * A minimal master on real NATS: dispatches task messages through the job's work queue,
+ * grants claims whose dispatch id is current and records reports.
+ */
+class TestMaster {
+  readonly reports: TaskReport[] = [];
+  private readonly current = new Map<string, string>();
+  private readonly subs: Subscription[] = [];
+  private waiters: (() => void)[] = [];
+  private dispatches = 0;
+
+  constructor(private readonly nc: NatsConnection) {
+    this.subs.push(
+      nc.subscribe(SUBJECTS.allTaskClaims, {
+        callback: (_e, m) => {
+          const claim = decodeJsonObject(m.subject, m.data);
+          const ok = this.current.get(`${claim['jobId']}/${claim['taskId']}`) === claim['dispatchId'];
+          m.respond(encodeJson(ok ? { ok: true, deadlineMs: Date.now() + 60_000 } : { ok: false, reason: 'stale' }));
+        },
+      }),
+      nc.subscribe(SUBJECTS.allTaskReports, {
+        callback: (_e, m) => {
+          const report = decodeJsonObject(m.subject, m.data) as unknown as TaskReport;
+          this.reports.push(report);
+          m.respond(encodeJson({ ok: true, counted: report.outcome === 'done' }));
+          for (const w of this.waiters) w();
+        },
+      }),
+    );
+  }
+
+  async dispatch(jobId: string, taskId: number, chunks: TaskMessage['chunks']): Promise<void> {
+    const dispatchId = `d${++this.dispatches}`;
+    this.current.set(`${jobId}/${taskId}`, dispatchId);
+    await jetstream(this.nc).publish(
+      SUBJECTS.tasks(jobId),
+      encodeJson({ jobId, epoch: 0, taskId, dispatchId, chunks }),
+    );
+  }
+
+  /** Waits until `count` reports of `jobId` arrived. */
+  async waitReports(jobId: string, count: number): Promise<TaskReport[]> {
+    for (;;) {
+      const of = this.reports.filter((r) => r.jobId === jobId);
+      if (of.length >= count) return of;
+      await new Promise<void>((r) => this.waiters.push(r));
+      this.waiters = [];
+    }
+  }
+
+  close(): void {
+    for (const s of this.subs) s.unsubscribe();
+  }
+}
+
+/** Polls until `check` holds (no timing assertion: the test's own timeout bounds it). */
+async function eventually(check: () => Promise<boolean> | boolean): Promise<void> {
+  while (!(await check())) await new Promise((r) => setTimeout(r, 50));
+}
+
+describe('trainer job runner (real NATS, real parameter servers)', () => {
+  let servers: TestServers;
+  let nc: NatsConnection;
+  let buckets: Buckets;
+  let shards: RunningShard[];
+  let dir: string;
+  let file: string;
+  let chunks: readonly ChunkMeta[];
+  let master: TestMaster;
+
+  beforeAll(async () => {
+    await selectBackend('cpu');
+    dir = mkdtempSync(join(tmpdir(), 'trainer-test-'));
+    servers = await startTestServers();
+    nc = await connectNats(servers.nats.url, 'trainer-test');
+    await ensureStreams(nc);
+    buckets = await openBuckets(nc);
+    shards = await startShards(SHARDS, { dataDir: join(dir, 'pserver') });
+    for (const [k, s] of shards.entries()) {
+      await buckets.pservers.put(
+        shardKey(k),
+        encodeJson({
+          shard: k,
+          address: s.address,
+          pid: process.pid,
+          id: `pserver-${k}`,
+          startedAt: new Date().toISOString(),
+        }),
+      );
+    }
+    file = join(dir, 'train-0.recordio');
+    const records = Array.from({ length: RECORDS }, (_, i) => encodeRecord([i % 3, 1, -1, (i % 5) / 5], i % 3, LAYOUT));
+    // Three records per chunk.
+    await writeRecordFile(file, records, { maxChunkSizeBytes: 3 * records[0]!.length });
+    chunks = (await loadIndex(file)).chunks;
+    master = new TestMaster(nc);
+  });
+
+  afterAll(async () => {
+    master?.close();
+    await Promise.all((shards ?? []).map((s) => s.stop()));
+    await nc?.close();
+    await servers?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function setUpJob(id: string): Promise<JobSpec> {
+    const spec = validateJobSpec(specInput(id, file, join(dir, 'out', id)));
+    await ensureTrainerConsumer(await jetstreamManager(nc), id, SUBJECTS.tasks(id));
+    return spec;
+  }
+
+  function taskChunks(first: number, count: number): TaskMessage['chunks'] {
+    return chunks.slice(first, first + count).map((c) => ({ file, offset: c.offset, numRecords: c.numRecords }));
+  }
+
+  function makeRunner(
+    trainerId: string,
+    status?: (patch: Partial<MemberStatus>) => void,
+    createLearner: () => TfjsLearner = () => new TfjsLearner(),
+  ): JobRunner {
+    return new JobRunner({
+      master: new MasterClient(nc, trainerId, { logger: quiet }),
+      createLearner,
+      connectPservers: async (spec, params) => {
+        const directory = await KvShardDirectory.open(buckets.pservers, { shardCount: spec.pservers.count });
+        const client = new ShardedPserverClient({ jobId: spec.id, trainerId, params, directory });
+        return { client, close: () => (client.close(), directory.close()) };
+      },
+      logger: quiet,
+      status,
+      idleTaskWaitMs: 1_000,
+    });
+  }
+
+  function pserverStatus(jobId: string) {
+    const client = ShardedPserverClient.fromAddresses(
+      shards.map((s) => s.address),
+      { jobId, trainerId: 'observer', params: [] },
+    );
+    return client.status().finally(() => client.close());
+  }
+
+  it('trainer - trains tasks against real parameter servers, reports them, fails a corrupt chunk, leaves when idle', async () => {
+    const spec = await setUpJob('tiny');
+    const stop = new AbortController();
+    const preempt = new AbortController();
+    const run = makeRunner('trainer-1').run(spec, { stop: stop.signal, preempt: preempt.signal });
+
+    // Three tasks of two chunks (6 records each: minibatches of 4 and 2).
+    for (let t = 0; t < 3; t++) await master.dispatch('tiny', t, taskChunks(2 * t, 2));
+    const done = await master.waitReports('tiny', 3);
+    expect(done.map((r) => [r.taskId, r.outcome, r.samples, r.trainerId])).toEqual([
+      [0, 'done', 6, 'trainer-1'],
+      [1, 'done', 6, 'trainer-1'],
+      [2, 'done', 6, 'trainer-1'],
+    ]);
+    // One trainer is the whole quorum: every minibatch is one synchronous step on every shard.
+    const status = await pserverStatus('tiny');
+    expect(status.map((s) => s.jobs[0]?.version)).toEqual([6, 6]);
+
+    // A task naming an offset inside a chunk: the RecordIO error (file and offset) is reported.
+    await master.dispatch('tiny', 3, [{ file, offset: 5, numRecords: 3 }]);
+    const [failed] = (await master.waitReports('tiny', 4)).slice(3);
+    expect(failed).toMatchObject({ taskId: 3, outcome: 'failed' });
+    expect(failed!.error).toContain(file);
+    expect(failed!.error).toContain('byte 5');
+
+    // No task within a second: the trainer leaves the quorum.
+    await eventually(async () => (await pserverStatus('tiny')).every((s) => s.jobs[0]?.members.length === 0));
+
+    stop.abort();
+    await expect(run).resolves.toBe('stopped');
+  });
+
+  it('trainer - preemption finishes the minibatch, hands the task back and leaves the quorum', async () => {
+    const spec = await setUpJob('preempt');
+    const preempt = new AbortController();
+    const stop = new AbortController();
+    const states: Partial<MemberStatus>[] = [];
+    // SIGTERM arrives while the first minibatch is being computed.
+    const createLearner = () => {
+      const learner = new TfjsLearner();
+      const train = learner.train.bind(learner);
+      learner.train = (batch) => {
+        preempt.abort();
+        return train(batch);
+      };
+      return learner;
+    };
+    const runner = makeRunner('trainer-2', (patch) => states.push(patch), createLearner);
+    const run = runner.run(spec, { stop: stop.signal, preempt: preempt.signal });
+    await master.dispatch('preempt', 0, taskChunks(0, 6));
+
+    await expect(run).resolves.toBe('preempted');
+    const [report] = await master.waitReports('preempt', 1);
+    expect(report).toMatchObject({ taskId: 0, outcome: 'returned', trainerId: 'trainer-2' });
+    const status = await pserverStatus('preempt');
+    expect(status.map((s) => s.jobs[0]?.version)).toEqual([1, 1]);
+    expect(status.every((s) => s.jobs[0]?.members.length === 0)).toBe(true);
+    expect(states.at(-1)).toMatchObject({ state: 'idle', jobId: undefined });
+  });
+
+  it('trainer - serves the running job from the jobs bucket, goes idle when it stops, then serves the next', async () => {
+    const first = await setUpJob('first');
+    const second = await setUpJob('second');
+    const client = new MasterClient(nc, 'trainer-3', { logger: quiet });
+    const directory = new JobDirectory(await client.watchJobs());
+    const states: Partial<MemberStatus>[] = [];
+    const worker = new TrainerWorker({
+      directory,
+      runner: makeRunner('trainer-3', (p) => states.push(p)),
+      events: (jobId) => client.events(jobId),
+      logger: quiet,
+      setupRetryMs: 200,
+    });
+    const record = (spec: JobSpec, state: JobRecord['state']): Uint8Array =>
+      encodeJson({ jobId: spec.id, state, spec, epoch: 0, startedAt: new Date(Date.now() - 1000).toISOString() });
+
+    await buckets.jobs.put('first', record(first, 'running'));
+    worker.start();
+    await master.dispatch('first', 0, taskChunks(0, 1));
+    await master.waitReports('first', 1);
+
+    await buckets.jobs.put('second', record(second, 'running'));
+    await buckets.jobs.put('first', record(first, 'stopped'));
+    await master.dispatch('second', 0, taskChunks(1, 1));
+    const [report] = await master.waitReports('second', 1);
+    expect(report).toMatchObject({ outcome: 'done', samples: 3, trainerId: 'trainer-3' });
+    expect(states.some((s) => s.state === 'idle' && s.jobId === undefined)).toBe(true);
+
+    await worker.stop();
+    directory.stop();
+    expect(states.at(-1)).toMatchObject({ state: 'idle', jobId: undefined });
+  });
+});

@@ -1,0 +1,242 @@
+import type { JobSpec } from '#libs/job-spec';
+import type { Learner } from '#libs/learner';
+import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
+import type { LineLogger, MemberStatus } from '#libs/messaging';
+import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient } from '#libs/pserver-client';
+import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
+import {
+  HAND_BACK_BUDGET_MS,
+  IDLE_TASK_WAIT_MS,
+  PROGRESS_LOG_INTERVAL_MS,
+  STATUS_UPDATE_INTERVAL_MS,
+  THROUGHPUT_WINDOW_MS,
+} from './defaults.js';
+import { MinibatchReader, type ChunkSource } from './minibatch-reader.js';
+import { ThroughputMeter } from './throughput.js';
+import { TrainingLoop, type TaskOutcome, type TaskSignals } from './training-loop.js';
+
+/** The master calls a job runner makes (a `MasterClient`). */
+export type TaskSource = Pick<MasterClient, 'nextTask' | 'reportDone' | 'reportFailed' | 'handBack'>;
+
+/** The parameter server calls a job runner makes (a `ShardedPserverClient`). */
+export type JobParameterClient = Pick<
+  ShardedPserverClient,
+  'initialize' | 'join' | 'leave' | 'pushGradients' | 'pullParams'
+>;
+
+/** A connection to a job's parameter servers, and how to let it go. */
+export interface PserverConnection {
+  client: JobParameterClient;
+  close(): void;
+}
+
+/** A logger with an error level (a Nest `Logger` fits). */
+export interface TrainerLogger extends LineLogger {
+  error(message: string): void;
+}
+
+/** What a `JobRunner` needs. */
+export interface JobRunnerDeps {
+  master: TaskSource;
+  /** A fresh learner for a job. */
+  createLearner: () => Learner;
+  /** Connects to the job's parameter servers for a model with these parameters. */
+  connectPservers: (spec: JobSpec, params: ParamInfo[]) => Promise<PserverConnection>;
+  logger: TrainerLogger;
+  /** Receives member status changes (a `MemberBeacon.update`). */
+  status?: (patch: Partial<MemberStatus>) => void;
+  /** Reads chunks (`readChunkAt` by default). */
+  readChunk?: ChunkSource;
+  idleTaskWaitMs?: number;
+  progressLogIntervalMs?: number;
+  statusUpdateIntervalMs?: number;
+  handBackBudgetMs?: number;
+  pullWaitMs?: number;
+}
+
+/** Why `run` returned: the job stopped, or the trainer was preempted. */
+export type JobRunEnd = 'stopped' | 'preempted';
+
+/**
+ * Serves one job until it stops or the trainer is preempted: builds the learner, takes part in
+ * the parameter servers' initialisation, then pulls, trains and reports tasks one at a time.
+ * It joins the sync quorum while it holds a task and leaves it when no task came for a while.
+ * On stop the current task is dropped; on preemption the current minibatch is finished and the
+ * task handed back. Everything is released before it returns.
+ */
+export class JobRunner {
+  private readonly idleTaskWaitMs: number;
+
+  constructor(private readonly deps: JobRunnerDeps) {
+    this.idleTaskWaitMs = deps.idleTaskWaitMs ?? IDLE_TASK_WAIT_MS;
+  }
+
+  /**
+   * Runs the job. Set-up failures (learner, parameter servers unreachable) and parameter server
+   * failures during a task (after the task was reported failed) are thrown once everything was
+   * released, so the caller can set the job up again; other task failures are reported to the
+   * master and the job goes on.
+   */
+  async run(spec: JobSpec, signals: TaskSignals): Promise<JobRunEnd> {
+    const { logger } = this.deps;
+    const jobId = spec.id;
+    const either = AbortSignal.any([signals.stop, signals.preempt]);
+    const learner = this.deps.createLearner();
+    let pservers: PserverConnection | undefined;
+    let joined = false;
+    try {
+      await learner.initialize({ model: spec.model, layout: spec.dataset.layout, seed: spec.training.seed });
+      const initial = await learner.getParams();
+      const connecting = this.deps.connectPservers(
+        spec,
+        initial.map((p) => ({ name: p.name, shape: p.shape })),
+      );
+      // A connection that completes after an abort (and so is never used) is still released.
+      connecting.then((c) => (either.aborted ? c.close() : undefined)).catch(() => undefined);
+      pservers = await unlessAborted(connecting, either);
+      const ps = pservers.client;
+      // The election may wait long for another trainer's initialisation; a stop or SIGTERM does not.
+      const { elected } = await unlessAborted(
+        ps.initialize(JSON.stringify(spec), () => learner.getParams()),
+        either,
+      );
+      logger.log(`job ${jobId}: parameters ${elected ? 'initialised by this trainer' : 'initialised'}; training`);
+      this.deps.status?.({ state: 'idle', jobId, taskId: undefined, samplesPerSecond: 0 });
+
+      const reporter = new ProgressReporter(jobId, this.deps);
+      const loop = new TrainingLoop(learner, ps, {
+        mode: spec.training.mode,
+        maxGradientRetries: spec.training.maxGradientRetries,
+        pullWaitMs: this.deps.pullWaitMs,
+        onMinibatch: (samples, versions) => reporter.minibatch(samples, versions),
+        onWait: (message) => logger.log(`job ${jobId}: ${message}`),
+      });
+      const reader = new MinibatchReader({
+        batchSize: spec.training.batchSize,
+        layout: spec.dataset.layout,
+        readChunk: this.deps.readChunk,
+      });
+
+      for (;;) {
+        if (signals.stop.aborted) return 'stopped';
+        if (signals.preempt.aborted) return 'preempted';
+        const task = await this.deps.master.nextTask(jobId, { timeoutMs: this.idleTaskWaitMs, signal: either });
+        if (task === null) {
+          if (joined) {
+            joined = false;
+            await ps.leave();
+            this.deps.status?.({ state: 'idle', taskId: undefined, samplesPerSecond: 0 });
+            logger.log(`job ${jobId}: no task for now; left the quorum`);
+          }
+          continue;
+        }
+        if (!joined) {
+          try {
+            await ps.join();
+          } catch (err) {
+            // Not the task's fault: it goes back to the master at once, uncounted.
+            await this.deps.master
+              .handBack(task, { signal: signals.stop, budgetMs: this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS })
+              .catch(() => undefined);
+            throw err;
+          }
+          joined = true;
+        }
+        reporter.startTask(task);
+        const outcome = await loop.runTask(task, reader, signals);
+        const end = await this.settle(task, outcome, signals);
+        if (end !== undefined) return end;
+      }
+    } catch (err) {
+      if (err instanceof InterruptedError) return signals.preempt.aborted ? 'preempted' : 'stopped';
+      throw err;
+    } finally {
+      if (joined && pservers !== undefined) {
+        await pservers.client
+          .leave()
+          .catch((err: Error) => logger.warn(`job ${jobId}: leaving the quorum failed: ${err.message}`));
+      }
+      pservers?.close();
+      learner.shutdown();
+      this.deps.status?.({ state: 'idle', jobId: undefined, taskId: undefined, samplesPerSecond: 0 });
+    }
+  }
+
+  /**
+   * Reports a task's outcome; says whether the run ends with it. Reports are retried until the
+   * master answers, the job stops, or (once preempted) the hand-back budget is spent.
+   */
+  private async settle(task: ClaimedTask, outcome: TaskOutcome, signals: TaskSignals): Promise<JobRunEnd | undefined> {
+    const { master, logger } = this.deps;
+    const what = `job ${task.jobId} task ${task.taskId} (epoch ${task.epoch})`;
+    const budgetMs = this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS;
+    const signal = AbortSignal.any([signals.stop, afterAbort(signals.preempt, budgetMs)]);
+    try {
+      switch (outcome.kind) {
+        case 'done':
+          await master.reportDone(task, outcome.samples, { signal });
+          return undefined;
+        case 'failed':
+          logger.warn(`${what} failed: ${outcome.error}`);
+          await master.reportFailed(task, outcome.error, { signal });
+          // A parameter server that failed outright may have restarted without the job's state:
+          // the caller sets the job up again.
+          if (outcome.cause instanceof ShardCallError || outcome.cause instanceof PserverError) throw outcome.cause;
+          return undefined;
+        case 'returned':
+          logger.log(`${what}: preempted after ${outcome.samples} samples; handing it back`);
+          await master.handBack(task, { signal });
+          return 'preempted';
+        case 'abandoned':
+          logger.log(`${what}: job stopped; task dropped`);
+          return 'stopped';
+      }
+    } catch (err) {
+      if (!(err instanceof RequestAbortedError)) throw err;
+      logger.warn(`${what}: report not delivered: ${err.message}`);
+      return signals.preempt.aborted ? 'preempted' : 'stopped';
+    }
+  }
+}
+
+/** Keeps the rate, the progress lines and the member status of a running job. */
+class ProgressReporter {
+  private readonly meter = new ThroughputMeter(THROUGHPUT_WINDOW_MS);
+  private task: ClaimedTask | undefined;
+  private lastLogAt = Date.now();
+  private lastStatusAt = 0;
+
+  constructor(
+    private readonly jobId: string,
+    private readonly deps: JobRunnerDeps,
+  ) {}
+
+  startTask(task: ClaimedTask): void {
+    this.task = task;
+    this.lastStatusAt = Date.now();
+    this.deps.status?.({ state: 'training', jobId: this.jobId, taskId: task.taskId, samplesPerSecond: this.rate() });
+  }
+
+  minibatch(samples: number, versions: readonly number[]): void {
+    this.meter.add(samples);
+    const now = Date.now();
+    if (now - this.lastStatusAt >= (this.deps.statusUpdateIntervalMs ?? STATUS_UPDATE_INTERVAL_MS)) {
+      this.lastStatusAt = now;
+      this.deps.status?.({ samplesPerSecond: this.rate() });
+    }
+    if (now - this.lastLogAt >= (this.deps.progressLogIntervalMs ?? PROGRESS_LOG_INTERVAL_MS)) {
+      this.lastLogAt = now;
+      const version =
+        versions.length > 0 && versions.every((v) => v === versions[0])
+          ? String(versions[0])
+          : `[${versions.join(', ')}]`;
+      this.deps.logger.log(
+        `job ${this.jobId} epoch ${this.task?.epoch} task ${this.task?.taskId}: ${this.rate()} samples/s, version ${version}`,
+      );
+    }
+  }
+
+  private rate(): number {
+    return Math.round(this.meter.rate() * 10) / 10;
+  }
+}

@@ -1,0 +1,52 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { Kvm } from '@nats-io/kv';
+import { connectNats, decodeJsonObject, KV_BUCKETS, type NatsConnection } from '#libs/messaging';
+import { ConnectionsModule } from '#libs/service-runtime';
+import { startTestServers, type TestServers } from '../../../test/support/servers.js';
+import type { TrainerConfig } from './trainer-config.js';
+import { TrainerModule } from './trainer.module.js';
+
+describe('trainer service (Nest wiring, real NATS and Redis)', () => {
+  let servers: TestServers;
+  let nc: NatsConnection;
+
+  beforeAll(async () => {
+    servers = await startTestServers();
+    nc = await connectNats(servers.nats.url, 'trainer-service-test');
+  });
+
+  afterAll(async () => {
+    await nc?.close();
+    await servers?.stop();
+  });
+
+  it('trainer service - announces its backend in its member entry and removes it on shutdown', async () => {
+    const config = {
+      natsUrl: servers.nats.url,
+      redisUrl: servers.redis.url,
+      id: 'trainer-wiring',
+      logLevel: 'error' as const,
+      backend: 'cpu',
+      idleTaskWaitMs: 1_000,
+      progressLogIntervalMs: 10_000,
+    } satisfies TrainerConfig & Record<string, unknown>;
+    const app = await NestFactory.createApplicationContext(
+      { module: class Root {}, imports: [ConnectionsModule.forRoot(config, 'trainer'), TrainerModule.forRoot(config)] },
+      { logger: false },
+    );
+    await app.init();
+    const members = await new Kvm(nc).open(KV_BUCKETS.members);
+    const entry = await members.get('trainer.trainer-wiring');
+    expect(entry && decodeJsonObject('member', entry.value)).toMatchObject({
+      role: 'trainer',
+      id: 'trainer-wiring',
+      state: 'idle',
+      backend: 'cpu',
+    });
+
+    await app.close();
+    const after = await members.get('trainer.trainer-wiring');
+    expect(after === null || after.operation !== 'PUT').toBe(true);
+  });
+});

@@ -1,0 +1,96 @@
+import { hostname } from 'node:os';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import type { CommonConfig } from '#libs/config';
+import { TfjsLearner, selectBackend, type BackendInfo } from '#libs/learner';
+import { MasterClient } from '#libs/master-client';
+import type { Buckets, NatsConnection } from '#libs/messaging';
+import { KvShardDirectory, ShardedPserverClient } from '#libs/pserver-client';
+import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG } from '#libs/service-runtime';
+import { JobDirectory } from './job-directory.js';
+import { JobRunner, type PserverConnection } from './job-runner.js';
+import type { TrainerConfig } from './trainer-config.js';
+import { TrainerWorker } from './trainer-worker.js';
+
+/** Describes the backend for the start-up line, e.g. `wasm-simd (SIMD on, 1 thread)`. */
+export function describeBackend(info: BackendInfo): string {
+  const threads = `${info.threads} thread${info.threads === 1 ? '' : 's'}`;
+  if (info.name === 'wasm') return `${info.kind} (SIMD ${info.simd ? 'on' : 'off'}, ${threads})`;
+  return `${info.kind} (${info.name}, ${threads})`;
+}
+
+/**
+ * The trainer process: picks the TF.js backend, keeps its member status fresh, and runs the
+ * `TrainerWorker` over the jobs bucket. On shutdown (SIGTERM) the worker is preempted first:
+ * the current minibatch is finished and the task handed back before the connections close.
+ */
+@Injectable()
+export class TrainerService implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('Trainer');
+  private beacon?: MemberBeacon;
+  private worker?: TrainerWorker;
+  private directory?: JobDirectory;
+
+  constructor(
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(BUCKETS) private readonly buckets: Buckets,
+    @Inject(SERVICE_CONFIG) private readonly config: CommonConfig & TrainerConfig & { id: string },
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const { id } = this.config;
+    const backend = await selectBackend(this.config.backend === 'auto' ? '' : this.config.backend);
+    this.logger.log(`trainer ${id} using backend ${describeBackend(backend)}`);
+    for (const reason of backend.skipped) this.logger.debug(`backend passed over: ${reason}`);
+
+    this.beacon = new MemberBeacon(this.buckets.members, {
+      role: 'trainer',
+      id,
+      pid: process.pid,
+      host: hostname(),
+      backend: backend.kind,
+    });
+    this.beacon.start();
+    const beacon = this.beacon;
+
+    const master = new MasterClient(this.nc, id, { logger: this.logger });
+    this.directory = new JobDirectory(await master.watchJobs());
+    const runner = new JobRunner({
+      master,
+      createLearner: () => new TfjsLearner(),
+      connectPservers: async (spec, params): Promise<PserverConnection> => {
+        const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
+        const client = new ShardedPserverClient({ jobId: spec.id, trainerId: id, params, directory });
+        return {
+          client,
+          close: () => {
+            client.close();
+            directory.close();
+          },
+        };
+      },
+      logger: this.logger,
+      status: (patch) => beacon.update(patch),
+      idleTaskWaitMs: this.config.idleTaskWaitMs,
+      progressLogIntervalMs: this.config.progressLogIntervalMs,
+    });
+    this.worker = new TrainerWorker({
+      directory: this.directory,
+      runner,
+      events: (jobId) => master.events(jobId),
+      logger: this.logger,
+    });
+    this.worker.start();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.worker?.stop();
+    this.directory?.stop();
+    await this.beacon?.stop();
+  }
+}

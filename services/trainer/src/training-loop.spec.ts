@@ -1,0 +1,216 @@
+import type { Batch, Learner, NamedTensor } from '#libs/learner';
+import type { ClaimedTask } from '#libs/master-client';
+import {
+  PserverTimeoutError,
+  ShardCallError,
+  StaleGradientError,
+  type PulledParams,
+  type PushOutcome,
+} from '#libs/pserver-client';
+import { GradientRetriesExhaustedError } from './errors.js';
+import { MinibatchReader } from './minibatch-reader.js';
+import { TrainingLoop, type ParameterService } from './training-loop.js';
+
+const BATCH: Batch = { features: new Float32Array([1, 2]), labels: new Int32Array([0]), size: 1 };
+
+/** A learner that records what it is asked and whose update is a constant. */
+class FakeLearner implements Learner {
+  readonly calls: string[] = [];
+  async initialize(): Promise<void> {}
+  async getParams(): Promise<NamedTensor[]> {
+    return [];
+  }
+  setParams(params: NamedTensor[]): void {
+    this.calls.push(`setParams ${params[0]!.data[0]}`);
+  }
+  async train(batch: Batch): Promise<{ loss: number; samples: number }> {
+    this.calls.push(`train ${batch.labels[0]}`);
+    return { loss: 0, samples: batch.size };
+  }
+  getUpdate(): NamedTensor[] {
+    return [{ name: 'w', dtype: 'float32', shape: [1], data: new Float32Array([0.5]) }];
+  }
+  async evaluate() {
+    return { lossSum: 0, correct: 0, samples: 0 };
+  }
+  shutdown(): void {}
+}
+
+/**
+ * One shard whose version is `version`; pushes at another version are refused as stale until
+ * `staleRefusals` runs out, and each accepted push steps the version (a quorum of one).
+ */
+class FakePserver implements ParameterService {
+  version = 3;
+  staleRefusals = 0;
+  pullTimeouts = 0;
+  readonly pulls: (number | readonly number[])[] = [];
+  readonly pushes: number[] = [];
+
+  async pullParams(minVersion: number | readonly number[] = 0): Promise<PulledParams> {
+    this.pulls.push(minVersion);
+    if (this.pullTimeouts > 0) {
+      this.pullTimeouts -= 1;
+      throw new ShardCallError('pullParams', [new PserverTimeoutError('wait', 0, 4, '')]);
+    }
+    const tensors = [{ name: 'w', dtype: 'float32' as const, shape: [1], data: new Float32Array([this.version]) }];
+    return { tensors, versions: [this.version], version: this.version, consistent: true };
+  }
+
+  async pushGradients(versions: number | readonly number[], _samples: number): Promise<PushOutcome> {
+    const pushed = typeof versions === 'number' ? versions : versions[0]!;
+    this.pushes.push(pushed);
+    if (this.staleRefusals > 0) {
+      this.staleRefusals -= 1;
+      this.version += 1;
+      const stale = new StaleGradientError('stale', 0, pushed, this.version);
+      return { versions: [this.version], accepted: [false], stale: [stale] };
+    }
+    this.version += 1;
+    return { versions: [this.version], accepted: [true], stale: [] };
+  }
+}
+
+const never = new AbortController().signal;
+
+function task(records: number): ClaimedTask {
+  return {
+    jobId: 'j',
+    epoch: 0,
+    taskId: 0,
+    dispatchId: 'd',
+    chunks: [{ file: 'f', offset: 0, numRecords: records }],
+    deadlineMs: 0,
+  };
+}
+
+function readerOf(batches: number): MinibatchReader {
+  const reader = new MinibatchReader({
+    batchSize: 1,
+    layout: { featureShape: [2], featureDtype: 'float32', scale: 1, labelDtype: 'int32' },
+    readChunk: async () => ({ records: [] }),
+  });
+  reader.batches = async function* () {
+    for (let i = 0; i < batches; i++) yield { ...BATCH, labels: new Int32Array([i]) };
+  };
+  return reader;
+}
+
+describe('training loop', () => {
+  it('training loop - a stale refusal refreshes the parameters and recomputes the same minibatch', async () => {
+    const learner = new FakeLearner();
+    const ps = new FakePserver();
+    ps.staleRefusals = 2;
+    const loop = new TrainingLoop(learner, ps, { mode: 'sync', maxGradientRetries: 2 });
+    await expect(loop.trainMinibatch(BATCH, never)).resolves.toBe('pushed');
+    expect(learner.calls).toEqual(['setParams 3', 'train 0', 'setParams 4', 'train 0', 'setParams 5', 'train 0']);
+    expect(ps.pushes).toEqual([3, 4, 5]);
+    expect(ps.pulls).toEqual([0, [4], [5]]);
+  });
+
+  it('training loop - more refusals than maxGradientRetries fail the minibatch', async () => {
+    const ps = new FakePserver();
+    ps.staleRefusals = 3;
+    const loop = new TrainingLoop(new FakeLearner(), ps, { mode: 'sync', maxGradientRetries: 2 });
+    const err = await loop.trainMinibatch(BATCH, never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(GradientRetriesExhaustedError);
+    expect((err as GradientRetriesExhaustedError).refusals).toBe(3);
+    expect(ps.pushes).toHaveLength(3);
+  });
+
+  it('training loop - maxGradientRetries 0 fails on the first refusal', async () => {
+    const ps = new FakePserver();
+    ps.staleRefusals = 1;
+    const loop = new TrainingLoop(new FakeLearner(), ps, { mode: 'sync', maxGradientRetries: 0 });
+    await expect(loop.trainMinibatch(BATCH, never)).rejects.toBeInstanceOf(GradientRetriesExhaustedError);
+  });
+
+  it('training loop - sync mode pulls the step its push was part of before the next minibatch', async () => {
+    const learner = new FakeLearner();
+    const ps = new FakePserver();
+    const loop = new TrainingLoop(learner, ps, { mode: 'sync', maxGradientRetries: 1 });
+    await loop.trainMinibatch(BATCH, never);
+    await loop.trainMinibatch(BATCH, never);
+    expect(ps.pulls).toEqual([0, [4]]);
+    expect(ps.pushes).toEqual([3, 4]);
+    expect(loop.versions).toEqual([4]);
+  });
+
+  it('training loop - parameters are pulled only when the held versions are older than needed', async () => {
+    const learner = new FakeLearner();
+    const ps = new FakePserver();
+    const loop = new TrainingLoop(learner, ps, { mode: 'async', maxGradientRetries: 1 });
+    await loop.trainMinibatch(BATCH, never);
+    // Another trainer's push does not matter until this one pushes again: the next pull asks
+    // for at least the version this push produced.
+    ps.version += 5;
+    await loop.trainMinibatch(BATCH, never);
+    expect(ps.pulls).toEqual([0, [4]]);
+    expect(learner.calls).toEqual(['setParams 3', 'train 0', 'setParams 9', 'train 0']);
+  });
+
+  it('training loop - a pull that times out waiting for the step is asked again', async () => {
+    const ps = new FakePserver();
+    ps.pullTimeouts = 2;
+    const waits: string[] = [];
+    const loop = new TrainingLoop(new FakeLearner(), ps, {
+      mode: 'sync',
+      maxGradientRetries: 0,
+      onWait: (m) => waits.push(m),
+    });
+    await expect(loop.trainMinibatch(BATCH, never)).resolves.toBe('pushed');
+    expect(ps.pulls).toHaveLength(3);
+    expect(waits).toHaveLength(2);
+  });
+
+  it('training loop - preemption finishes the current minibatch and returns the task', async () => {
+    const learner = new FakeLearner();
+    const preempt = new AbortController();
+    const ps = new FakePserver();
+    const push = ps.pushGradients.bind(ps);
+    ps.pushGradients = async (v, s) => {
+      preempt.abort();
+      return push(v, s);
+    };
+    const loop = new TrainingLoop(learner, ps, { mode: 'async', maxGradientRetries: 0 });
+    const outcome = await loop.runTask(task(5), readerOf(5), { stop: never, preempt: preempt.signal });
+    expect(outcome).toEqual({ kind: 'returned', samples: 1 });
+    expect(ps.pushes).toHaveLength(1);
+  });
+
+  it('training loop - preemption during the last minibatch still ends the task done', async () => {
+    const preempt = new AbortController();
+    const ps = new FakePserver();
+    const push = ps.pushGradients.bind(ps);
+    ps.pushGradients = async (v, s) => {
+      if (ps.pushes.length === 1) preempt.abort();
+      return push(v, s);
+    };
+    const loop = new TrainingLoop(new FakeLearner(), ps, { mode: 'async', maxGradientRetries: 0 });
+    const outcome = await loop.runTask(task(2), readerOf(2), { stop: never, preempt: preempt.signal });
+    expect(outcome).toEqual({ kind: 'done', samples: 2 });
+  });
+
+  it('training loop - a stopped job abandons the task; a finished one is done', async () => {
+    const ps = new FakePserver();
+    const loop = new TrainingLoop(new FakeLearner(), ps, { mode: 'async', maxGradientRetries: 0 });
+    await expect(loop.runTask(task(3), readerOf(3), { stop: never, preempt: never })).resolves.toEqual({
+      kind: 'done',
+      samples: 3,
+    });
+    const stop = new AbortController();
+    stop.abort();
+    await expect(loop.runTask(task(3), readerOf(3), { stop: stop.signal, preempt: never })).resolves.toEqual({
+      kind: 'abandoned',
+      samples: 0,
+    });
+  });
+
+  it('training loop - a refused task fails with the reason', async () => {
+    const ps = new FakePserver();
+    ps.staleRefusals = 10;
+    const loop = new TrainingLoop(new FakeLearner(), ps, { mode: 'sync', maxGradientRetries: 1 });
+    const outcome = await loop.runTask(task(2), readerOf(2), { stop: never, preempt: never });
+    expect(outcome).toMatchObject({ kind: 'failed', samples: 0, error: expect.stringMatching(/refused 2 times/) });
+  });
+});

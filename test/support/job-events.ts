@@ -1,0 +1,32 @@
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { STREAMS, SUBJECTS, type JobEvent, type NatsConnection } from '#libs/messaging';
+
+/**
+ * Replays a job's events from the events stream (so none is missed, whenever the test starts
+ * listening) until `until` matches one, and returns every event seen up to it.
+ */
+export async function waitForEvent(
+  nc: NatsConnection,
+  jobId: string,
+  until: (e: JobEvent) => boolean,
+  timeoutMs = 120_000,
+): Promise<JobEvent[]> {
+  const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, {
+    filter_subjects: [SUBJECTS.events(jobId)],
+    deliver_policy: DeliverPolicy.All,
+  });
+  const messages = await consumer.consume();
+  const seen: JobEvent[] = [];
+  const timer = setTimeout(() => void messages.close(), timeoutMs);
+  try {
+    for await (const m of messages) {
+      const e = m.json<JobEvent>();
+      seen.push(e);
+      if (until(e)) return seen;
+    }
+  } finally {
+    clearTimeout(timer);
+    await messages.close().catch(() => undefined);
+  }
+  throw new Error(`job ${jobId}: no matching event within ${timeoutMs} ms; saw ${seen.map((e) => e.type).join(', ')}`);
+}
