@@ -50,7 +50,7 @@ async function watch(nc: NatsConnection, io: CliIo, jobId: string, metric: strin
     drawn = true;
   };
   const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, {
-    filter_subjects: [SUBJECTS.events(jobId)],
+    filter_subjects: SUBJECTS.events(jobId),
     deliver_policy: DeliverPolicy.All,
   });
   const messages = await consumer.consume();

@@ -10,7 +10,7 @@ import { startTestServers, type TestServers } from '../support/servers.js';
 import { ROOT } from '../support/service-process.js';
 import { tinyJobSpec, TINY_FEATURES, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
 
-jest.setTimeout(300_000);
+const JOB_TIMEOUT_MS = 300_000;
 
 describe('training job, end to end', () => {
   let servers: TestServers;
@@ -36,13 +36,13 @@ describe('training job, end to end', () => {
     });
     await cluster.start();
     nc = await connectNats(servers.nats.url, 'e2e-test');
-  });
+  }, 120_000);
 
   afterAll(async () => {
     await nc?.close();
     await cluster?.stop();
     await servers?.stop();
-  });
+  }, 120_000);
 
   test('training job - a bad spec is refused naming the field, and the next good one (one plain NATS publish) trains to its target', async () => {
     const bad = tinyJobSpec('bad-job', data, join(servers.dir, 'out-bad'), { optimizer: { type: 'adam', learningRate: -1 } });
@@ -76,7 +76,7 @@ describe('training job, end to end', () => {
     for (const e of epochs) {
       for (const count of Object.values(e.doneCounts)) expect(count).toBe(1);
     }
-  });
+  }, JOB_TIMEOUT_MS);
 
   test('training job - a second job on the same cluster runs too', async () => {
     const output = join(servers.dir, 'out-second');
@@ -86,5 +86,5 @@ describe('training job, end to end', () => {
     const events = await waitForEvent(nc, 'second-job', (e) => e.type === 'model-exported' || e.type === 'failed');
     expect(events.at(-1)?.type).toBe('model-exported');
     expect(JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8')).stopReason).toBe('target');
-  });
+  }, JOB_TIMEOUT_MS);
 });

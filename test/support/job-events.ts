@@ -12,7 +12,7 @@ export async function waitForEvent(
   timeoutMs = 120_000,
 ): Promise<JobEvent[]> {
   const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, {
-    filter_subjects: [SUBJECTS.events(jobId)],
+    filter_subjects: SUBJECTS.events(jobId),
     deliver_policy: DeliverPolicy.All,
   });
   const messages = await consumer.consume();
