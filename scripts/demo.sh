@@ -12,7 +12,7 @@ if ! ls data/fashion-mnist/train-*.recordio >/dev/null 2>&1; then
   tributary dataset convert fashion-mnist --out data/fashion-mnist
 fi
 echo "==> the data set"
-tributary recordio inspect 'data/fashion-mnist/*.recordio' | tail -n 8
+tributary recordio inspect 'data/fashion-mnist/*.recordio' | tail -n 1
 
 echo "==> starting a local cluster: 2 trainers, 2 pservers"
 tributary up --detach --trainers 2 --pservers 2

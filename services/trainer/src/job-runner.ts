@@ -81,6 +81,11 @@ export class JobRunner {
     const { logger } = this.deps;
     const jobId = spec.id;
     const either = AbortSignal.any([signals.stop, signals.preempt]);
+    // Made once per run: a per-task grace signal would leave a listener on `preempt` per task.
+    const settleSignal = AbortSignal.any([
+      signals.stop,
+      afterAbort(signals.preempt, this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS),
+    ]);
     const learner = this.deps.createLearner();
     let pservers: PserverConnection | undefined;
     let joined = false;
@@ -144,7 +149,7 @@ export class JobRunner {
         }
         reporter.startTask(task);
         const outcome = await loop.runTask(task, reader, signals);
-        const end = await this.settle(task, outcome, signals);
+        const end = await this.settle(task, outcome, signals, settleSignal);
         if (end !== undefined) return end;
       }
     } catch (err) {
@@ -166,11 +171,14 @@ export class JobRunner {
    * Reports a task's outcome; says whether the run ends with it. Reports are retried until the
    * master answers, the job stops, or (once preempted) the hand-back budget is spent.
    */
-  private async settle(task: ClaimedTask, outcome: TaskOutcome, signals: TaskSignals): Promise<JobRunEnd | undefined> {
+  private async settle(
+    task: ClaimedTask,
+    outcome: TaskOutcome,
+    signals: TaskSignals,
+    signal: AbortSignal,
+  ): Promise<JobRunEnd | undefined> {
     const { master, logger } = this.deps;
     const what = `job ${task.jobId} task ${task.taskId} (epoch ${task.epoch})`;
-    const budgetMs = this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS;
-    const signal = AbortSignal.any([signals.stop, afterAbort(signals.preempt, budgetMs)]);
     try {
       switch (outcome.kind) {
         case 'done':
