@@ -18,7 +18,9 @@ fi
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "==> installing npm dependencies"
-  npm ci --no-audit --no-fund --loglevel=error
+  # `npm install` with the committed lock file, not `npm ci`: the registry may lack some
+  # platforms' optional binaries that the lock file would otherwise have to list.
+  npm install --no-audit --no-fund --loglevel=error
 fi
 
 echo "==> building"
