@@ -26,6 +26,8 @@ export class JobProgress {
   private stopped?: Extract<JobEvent, { type: 'stopped' }>;
   private exported?: Extract<JobEvent, { type: 'model-exported' }>;
   private failed?: Extract<JobEvent, { type: 'failed' }>;
+  /** An evaluation failure seen after the stop: no export will follow. */
+  private exportFailed?: string;
   private readonly startedMs = Date.now();
   private firstSamples?: { at: number; samples: number };
   private samplesPerSecond = 0;
@@ -61,6 +63,9 @@ export class JobProgress {
       case 'model-exported':
         this.exported = event;
         return `model written to ${event.output} (best ${this.metricName} ${event.bestValue.toFixed(4)})`;
+      case 'evaluation-failed':
+        if (this.stopped) this.exportFailed = event.error;
+        return `evaluation failed${event.version === undefined ? '' : ` at version ${event.version}`}: ${event.error}`;
       case 'failed':
         this.failed = event;
         return `job failed: ${event.field ? `${event.field}: ` : ''}${event.error}`;
@@ -89,7 +94,7 @@ export class JobProgress {
       `${this.jobId}`,
       `${Math.round((Date.now() - this.startedMs) / 1000)}s`,
       `epoch ${this.epoch}`,
-      t ? `tasks ${t.done}/${t.total}${t.pending ? ` (${t.pending} running)` : ''}` : 'tasks ?',
+      t ? `tasks ${t.done}/${t.total}${t.pending ? ` (${t.pending} in flight)` : ''}` : 'tasks ?',
       `step ${this.version}`,
     ];
     if (this.metric) {
@@ -104,9 +109,11 @@ export class JobProgress {
   outcome(graceOver: boolean): JobOutcome | undefined {
     if (this.failed) return { exitCode: 2, line: `job ${this.jobId} failed` };
     if (!this.stopped) return undefined;
-    if (!this.exported && !graceOver) return undefined;
+    if (!this.exported && !graceOver && this.exportFailed === undefined) return undefined;
     const reason = this.stopped.reason;
-    const where = this.exported ? `; model in ${this.exported.output}` : '; no model was exported';
+    const where = this.exported
+      ? `; model in ${this.exported.output}`
+      : `; no model was exported${this.exportFailed ? ` (${this.exportFailed})` : ''}`;
     if (reason === 'target' && this.exported) {
       return { exitCode: 0, line: `job ${this.jobId} reached its target${where}` };
     }

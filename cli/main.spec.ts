@@ -2,41 +2,15 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { decodeExample, encodeIdx } from '#libs/dataset';
 import { Compressor, RecordWriter, scanRecords } from '#libs/recordio';
-import type { CliIo } from './cli-io.js';
 import type { InspectReport } from './commands/recordio-inspect.js';
+import { Writable } from 'node:stream';
+import { Capture, runCli } from '../test/support/cli-run.js';
 import { main } from './main.js';
 
-/** A stream that keeps what is written to it. */
-class Capture extends Writable {
-  text = '';
-  isTTY: boolean;
-  constructor(isTTY = false) {
-    super();
-    this.isTTY = isTTY;
-  }
-  override _write(chunk: Buffer | string, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
-    this.text += chunk.toString();
-    done();
-  }
-}
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function run(argv: string[], options: { env?: Record<string, string>; tty?: boolean } = {}): Promise<Run> {
-  const stdout = new Capture();
-  const stderr = new Capture(options.tty ?? false);
-  const io: CliIo = { stdout, stderr, env: options.env ?? {} };
-  const code = await main(argv, io);
-  return { code, stdout: stdout.text, stderr: stderr.text };
-}
+const run = runCli;
 
 let dir: string;
 const RECORDS_A = ['Hello', '', 'World!', 'x'.repeat(50)].map((s) => new TextEncoder().encode(s));

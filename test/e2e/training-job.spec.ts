@@ -1,10 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { LocalCluster } from '#libs/local-cluster';
 import { loadLayersModelFromDir } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import { connectNats, encodeJson, SUBJECTS, type JobEvent, type NatsConnection } from '#libs/messaging';
+import { runCli } from '../support/cli-run.js';
 import { waitForEvent } from '../support/job-events.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
 import { ROOT } from '../support/service-process.js';
@@ -86,5 +87,37 @@ describe('training job, end to end', () => {
     const events = await waitForEvent(nc, 'second-job', (e) => e.type === 'model-exported' || e.type === 'failed');
     expect(events.at(-1)?.type).toBe('model-exported');
     expect(JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8')).stopReason).toBe('target');
+  }, JOB_TIMEOUT_MS);
+
+  test('cli - ps lists every process; submit --wait follows a job to its target; status; stop ends a job by hand', async () => {
+    const env = { NATS_URL: servers.nats.url, TRIBUTARY_STATE_DIR: join(servers.dir, 'cluster') };
+    const ps = await runCli(['ps', '--json'], { env });
+    expect(ps.code).toBe(0);
+    const roles = (JSON.parse(ps.stdout) as { role: string }[]).map((r) => r.role).sort();
+    expect(roles).toEqual(['evaluator', 'master', 'pserver', 'pserver', 'trainer', 'trainer']);
+
+    const good = join(servers.dir, 'cli-job.json');
+    writeFileSync(good, JSON.stringify(tinyJobSpec('cli-job', data, join(servers.dir, 'out-cli'))));
+    const submitted = await runCli(['submit', good, '--wait'], { env });
+    expect(submitted.stderr).toContain('reached its target');
+    expect(submitted.code).toBe(0);
+    const status = await runCli(['status', 'cli-job'], { env });
+    expect(JSON.parse(status.stdout)).toMatchObject({ jobId: 'cli-job', state: 'stopped', reason: 'target' });
+
+    const bad = join(servers.dir, 'cli-bad.json');
+    writeFileSync(bad, JSON.stringify(tinyJobSpec('cli-bad', data, 'out', { training: { batchSize: 0 } })));
+    const refused = await runCli(['submit', bad], { env });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('training.batchSize');
+
+    const long = join(servers.dir, 'cli-long.json');
+    writeFileSync(long, JSON.stringify(tinyJobSpec('cli-long', data, join(servers.dir, 'out-long'), { stop: { target: 0.999, maxEpochs: 1000 }, evaluation: { everySteps: 1000 } })));
+    const waiting = runCli(['submit', long, '--wait'], { env });
+    await waitForEvent(nc, 'cli-long', (e) => e.type === 'started', 30_000);
+    const stop = await runCli(['stop', 'cli-long'], { env });
+    expect(stop.code).toBe(0);
+    const stopped = await waiting;
+    expect(stopped.code).toBe(1);
+    expect(stopped.stderr).toContain('stopped (manual)');
   }, JOB_TIMEOUT_MS);
 });
