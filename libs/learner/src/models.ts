@@ -10,6 +10,10 @@ import {
   type TopologyModelSpec,
 } from './model-spec.js';
 
+// Production mode: no debug checks, and no console advice to install tfjs-node on every start
+// (the backend Tributary picks is logged instead).
+tf.env().set('PROD', true);
+
 /** Activations the presets accept. */
 export const PRESET_ACTIVATIONS: readonly Activation[] = ['relu', 'tanh', 'sigmoid', 'elu'];
 
