@@ -37,9 +37,21 @@ export interface ServiceProcessInfo {
   index: number;
   id: string;
   pid: number | undefined;
-  state: 'starting' | 'ready' | 'restarting' | 'stopped' | 'exited';
+  /** `killed`: stopped by {@link LocalCluster.kill}; it stays down until {@link LocalCluster.startAgain}. */
+  state: 'starting' | 'ready' | 'restarting' | 'stopped' | 'exited' | 'killed';
   restarts: number;
   log: string;
+}
+
+/** Thrown by {@link LocalCluster.kill} and friends for an id the cluster does not run. */
+export class UnknownServiceError extends Error {
+  override readonly name = 'UnknownServiceError';
+  constructor(
+    readonly id: string,
+    known: string[],
+  ) {
+    super(`no service "${id}" in this cluster; known: ${known.join(', ') || 'none'}`);
+  }
 }
 
 /** The file `tributary up` writes so `down` and `ps` find the cluster. */
@@ -83,6 +95,8 @@ class SupervisedService {
   info: ServiceProcessInfo;
   private logStream: WriteStream;
   private stopping = false;
+  /** Killed on purpose: no automatic restart until `startAgain`. */
+  private held = false;
   private lastStart = 0;
 
   constructor(
@@ -146,6 +160,10 @@ class SupervisedService {
           this.onChange();
           return;
         }
+        if (this.held) {
+          this.heldExit(ready, signal ?? `code ${code}`, rejectReady);
+          return;
+        }
         this.info.state = 'exited';
         this.opts.say(`${this.info.id} exited (${signal ?? `code ${code}`}); see ${this.info.log}`);
         this.onChange();
@@ -166,6 +184,40 @@ class SupervisedService {
       this.opts.say(`restarting ${this.info.id}`);
       this.start().catch((err: Error) => this.opts.say(err.message));
     }, delay).unref();
+  }
+
+  /** Sends `signal` and resolves once the process exited; it is not restarted until `startAgain`. */
+  async kill(signal: NodeJS.Signals): Promise<void> {
+    this.held = true;
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) {
+      this.info.state = 'killed';
+      this.onChange();
+      return;
+    }
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    this.logStream.write(`--- ${this.info.id}: sent ${signal} (pid ${child.pid}) ---\n`);
+    child.kill(signal);
+    await exited;
+  }
+
+  /** Starts a killed service again with the same settings; resolves when it is ready. */
+  startAgain(): Promise<void> {
+    if (this.stopping) return Promise.reject(new Error(`${this.info.id} is stopping`));
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) {
+      return Promise.reject(new Error(`${this.info.id} is still running (pid ${this.child.pid})`));
+    }
+    this.held = false;
+    this.info.restarts += 1;
+    this.logStream.write(`--- ${this.info.id}: started again ---\n`);
+    return this.start();
+  }
+
+  private heldExit(ready: boolean, how: string, rejectReady: (err: Error) => void): void {
+    this.info.state = 'killed';
+    this.opts.say(`${this.info.id} killed (${how})`);
+    this.onChange();
+    if (!ready) rejectReady(new Error(`${this.info.id} was killed before it was ready`));
   }
 
   /** SIGTERM, then SIGKILL after the grace period. */
@@ -247,6 +299,66 @@ export class LocalCluster {
   /** The supervised processes. */
   list(): ServiceProcessInfo[] {
     return this.services.map((s) => ({ ...s.info }));
+  }
+
+  /**
+   * Sends `signal` (default SIGKILL) to a service (`trainer-0`, `pserver-1`, `master-0`, ...) or
+   * to a server the cluster started (`nats`, `redis`) and resolves once it exited. It stays down,
+   * whatever `restart` says, until {@link startAgain}.
+   * @throws UnknownServiceError for an id the cluster does not run.
+   */
+  async kill(id: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const server = this.serverById(id);
+    if (server) {
+      const { child } = server;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((r) => child.once('exit', () => r()));
+      child.kill(signal);
+      await exited;
+      this.opts.say(`${id} killed (${signal})`);
+      return;
+    }
+    await this.serviceById(id).kill(signal);
+  }
+
+  /**
+   * Starts a killed service again with its settings (a pserver keeps its shard and data
+   * directory), or a killed server on its port and data directory; resolves when it is ready.
+   * @throws UnknownServiceError for an id the cluster does not run.
+   */
+  async startAgain(id: string): Promise<void> {
+    const server = this.serverById(id);
+    if (!server) return this.serviceById(id).startAgain();
+    if (server.child.exitCode === null && server.child.signalCode === null) {
+      throw new Error(`${id} is still running (pid ${server.child.pid})`);
+    }
+    const dir = join(this.opts.stateDir, id);
+    if (id === 'nats') this.nats = await startNatsServer({ dir, port: server.port });
+    else this.redis = await startRedisServer({ dir, port: server.port });
+    this.opts.say(`${id} started again on port ${server.port}`);
+    this.writeFile();
+  }
+
+  /** The pid of a service or of a server the cluster started; undefined while it is down. */
+  pid(id: string): number | undefined {
+    const server = this.serverById(id);
+    if (server) return server.child.exitCode === null && server.child.signalCode === null ? server.child.pid : undefined;
+    return this.serviceById(id).info.pid;
+  }
+
+  private serverById(id: string): ServerProcess | undefined {
+    if (id === 'nats' && this.nats) return this.nats;
+    if (id === 'redis' && this.redis) return this.redis;
+    return undefined;
+  }
+
+  private serviceById(id: string): SupervisedService {
+    const found = this.services.find((s) => s.info.id === id);
+    if (found) return found;
+    const known = this.services.map((s) => s.info.id);
+    if (this.nats) known.push('nats');
+    if (this.redis) known.push('redis');
+    throw new UnknownServiceError(id, known);
   }
 
   private writeFile(): void {

@@ -13,6 +13,7 @@ export {
   LocalCluster,
   RESTART_BACKOFF_MS,
   SERVICE_READY_TIMEOUT_MS,
+  UnknownServiceError,
   clusterFilePath,
   defaultStateDir,
   isAlive,
