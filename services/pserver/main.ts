@@ -6,5 +6,11 @@ runService({
   role: 'pserver',
   config: PSERVER_CONFIG,
   module: (config) => PserverModule.forRoot(config),
-  readyLine: (app, config) => `pserver shard ${config.shard} ready on ${app.get(PserverService).address}`,
+  readyLine: (app, config) => {
+    const { address } = app.get(PserverService);
+    // A standby told to stop before it served says so, and not that it is ready.
+    return address
+      ? `pserver shard ${config.shard} ready on ${address}`
+      : `pserver shard ${config.shard} stopped while standing by`;
+  },
 });

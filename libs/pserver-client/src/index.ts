@@ -35,7 +35,14 @@ export {
   shardKey,
 } from './shard-directory.js';
 export type { KvShardDirectoryOptions, ShardDirectory } from './shard-directory.js';
-export { INIT_POLL_MS, INIT_WAIT_MS, ShardedPserverClient, UNAVAILABLE_RETRY_MS } from './sharded-client.js';
+export {
+  INIT_POLL_MS,
+  INIT_WAIT_MS,
+  ShardedPserverClient,
+  UNAVAILABLE_BACKOFF_MS,
+  UNAVAILABLE_MAX_BACKOFF_MS,
+  UNAVAILABLE_RETRY_MS,
+} from './sharded-client.js';
 export type {
   InitElection,
   ParamInfo,
@@ -44,6 +51,7 @@ export type {
   PushOutcome,
   ShardedPserverClientOptions,
   ShardedPullOptions,
+  ShardedPushOptions,
   TensorLike,
 } from './sharded-client.js';
 export { ShardMap, ShardingError, assignShards } from './sharding.js';

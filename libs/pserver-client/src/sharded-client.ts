@@ -17,7 +17,12 @@ import {
 } from './errors.js';
 import { DEFAULT_PULL_WAIT_MS } from './grpc-options.js';
 import { PserverClient, type PserverClientOptions, type PulledShard } from './pserver-client.js';
-import { ADDRESS_WAIT_MS, StaticShardDirectory, type ShardDirectory } from './shard-directory.js';
+import {
+  ADDRESS_WAIT_MS,
+  ShardAddressTimeoutError,
+  StaticShardDirectory,
+  type ShardDirectory,
+} from './shard-directory.js';
 import { assignShards, type ShardMap } from './sharding.js';
 import { elementCount, sameShape, type NamedTensor } from './tensor-codec.js';
 
@@ -25,8 +30,16 @@ import { elementCount, sameShape, type NamedTensor } from './tensor-codec.js';
 export const INIT_POLL_MS = 250;
 /** How long `waitInitialized` waits for the parameters before giving up. */
 export const INIT_WAIT_MS = 10 * 60_000;
-/** How long idempotent calls keep retrying a shard that cannot be reached (it may be restarting). */
-export const UNAVAILABLE_RETRY_MS = 15_000;
+/**
+ * How long calls keep retrying a shard that cannot be reached or is shutting down: it may be
+ * restarting, or a standby may be taking it over (after the lease TTL when the old owner's
+ * machine is gone).
+ */
+export const UNAVAILABLE_RETRY_MS = 60_000;
+/** First pause before a call to an unreachable shard is tried again; doubles per retry. */
+export const UNAVAILABLE_BACKOFF_MS = 100;
+/** Longest pause between retries of a call to an unreachable shard. */
+export const UNAVAILABLE_MAX_BACKOFF_MS = 2_000;
 
 /** Name and shape of one model parameter. */
 export interface ParamInfo {
@@ -110,13 +123,29 @@ export interface ShardedPullOptions {
   sameVersion?: boolean;
   /** Pull this retained snapshot from every shard instead of the live parameters. */
   snapshotVersion?: number;
+  /** Stops retrying a shard that is away once aborted (a pull in progress is not cut). */
+  signal?: AbortSignal;
+}
+
+/** What `pushGradients` may be told. */
+export interface ShardedPushOptions {
+  /** Stops retrying a shard that is away once aborted (a push in progress is not cut). */
+  signal?: AbortSignal;
 }
 
 /**
  * The parameter servers of one job seen as one: splits parameters and gradients by the shard map
  * (`assignShards` over the learner's parameter list), calls every shard concurrently, and puts
  * pulled tensors back in the learner's order. Shard addresses come from a `ShardDirectory`, so
- * a shard restarted elsewhere is followed; idempotent calls retry a shard that is briefly away.
+ * a shard restarted elsewhere is followed.
+ *
+ * A shard that cannot be reached or is shutting down (it is restarting, or a standby is taking
+ * over) is retried with backoff for up to `unavailableRetryMs`, by every call: the others are
+ * idempotent, and a push is too in synchronous mode (a shard takes one push per trainer and
+ * version; in asynchronous mode a push whose answer was lost may be applied twice, which SGD
+ * does not notice). Only the failed shards are called again. A restarted shard answers at the
+ * version it had (see the pserver's `job-shard.ts`), so a retried push for that version is
+ * taken, and one it has passed is refused as stale as usual.
  */
 export class ShardedPserverClient {
   /** Which shard holds which parameter. */
@@ -209,7 +238,7 @@ export class ShardedPserverClient {
   async finishInit(): Promise<number[]> {
     const versions = await this.everyShard('finishInit', async (k) => {
       if (this.initializedShards.has(k)) return this.initVersions[k] ?? 0;
-      return (await (await this.client(k)).finishInit(this.jobId, this.trainerId)).version;
+      return (await this.retrying(k, (c) => c.finishInit(this.jobId, this.trainerId))).version;
     });
     versions.forEach((_, k) => this.initializedShards.add(k));
     return versions;
@@ -281,25 +310,32 @@ export class ShardedPserverClient {
 
   /**
    * Pushes gradients (any order, every parameter) to every shard at once. `versions` is the
-   * version vector the gradients were computed from (or one version for all shards). Stale
-   * refusals are returned in the outcome; any other failure rejects with a `ShardCallError`.
+   * version vector the gradients were computed from (or one version for all shards). A shard
+   * that is away is pushed to again when it is back (see the class comment). Stale refusals
+   * are returned in the outcome; any other failure rejects with a `ShardCallError`.
    */
   async pushGradients(
     versions: number | readonly number[],
     samples: number,
     gradients: readonly TensorLike[],
+    options: ShardedPushOptions = {},
   ): Promise<PushOutcome> {
     const versionOf = (k: number) => (typeof versions === 'number' ? versions : versions[k]);
     const byShard = this.split(gradients, 'pushGradients');
     const settled = await Promise.allSettled(
-      byShard.map(async (grads, k) =>
-        (await this.client(k)).pushGradients({
-          jobId: this.jobId,
-          trainerId: this.trainerId,
-          version: versionOf(k),
-          samples,
-          gradients: grads,
-        }),
+      byShard.map((grads, k) =>
+        this.retrying(
+          k,
+          (c) =>
+            c.pushGradients({
+              jobId: this.jobId,
+              trainerId: this.trainerId,
+              version: versionOf(k),
+              samples,
+              gradients: grads,
+            }),
+          options.signal,
+        ),
       ),
     );
     const outcome: PushOutcome = { versions: [], accepted: [], stale: [] };
@@ -335,13 +371,16 @@ export class ShardedPserverClient {
   ): Promise<PulledParams> {
     const waitMs = options.waitMs ?? DEFAULT_PULL_WAIT_MS;
     const pull = (k: number, min: number) =>
-      this.retrying(k, (c) =>
-        c.pullParams(this.jobId, {
-          minVersion: min,
-          waitMs,
-          snapshotVersion: options.snapshotVersion,
-          trainerId: this.trainerId,
-        }),
+      this.retrying(
+        k,
+        (c) =>
+          c.pullParams(this.jobId, {
+            minVersion: min,
+            waitMs,
+            snapshotVersion: options.snapshotVersion,
+            trainerId: this.trainerId,
+          }),
+        options.signal,
       );
     const minOf = (k: number) => (typeof minVersion === 'number' ? minVersion : (minVersion[k] ?? 0));
     const shards: PulledShard[] = await this.everyShard('pullParams', (k) => pull(k, minOf(k)));
@@ -382,10 +421,10 @@ export class ShardedPserverClient {
     this.clients.clear();
   }
 
-  private async client(shard: number): Promise<PserverClient> {
+  private async client(shard: number, waitMs = this.options.addressWaitMs ?? ADDRESS_WAIT_MS): Promise<PserverClient> {
     const known = this.clients.get(shard);
     if (known) return known;
-    const address = await this.directory.waitForAddress(shard, this.options.addressWaitMs ?? ADDRESS_WAIT_MS);
+    const address = await this.directory.waitForAddress(shard, waitMs);
     const existing = this.clients.get(shard);
     if (existing) return existing;
     const client = new PserverClient(address, { ...this.options.client, shard });
@@ -393,19 +432,31 @@ export class ShardedPserverClient {
     return client;
   }
 
-  /** Runs an idempotent call, retrying while the shard is unreachable (and maybe moving). */
-  private async retrying<T>(shard: number, call: (c: PserverClient) => Promise<T>): Promise<T> {
+  /**
+   * Runs a call, retrying while the shard is unreachable, unregistered or shutting down (it may
+   * be restarting, maybe elsewhere: each try asks the directory for the current address),
+   * until the budget is spent or `signal` aborts; then the last error is thrown.
+   */
+  private async retrying<T>(shard: number, call: (c: PserverClient) => Promise<T>, signal?: AbortSignal): Promise<T> {
     const deadline = Date.now() + (this.options.unavailableRetryMs ?? UNAVAILABLE_RETRY_MS);
-    let delay = 100;
+    let delay = UNAVAILABLE_BACKOFF_MS;
     for (;;) {
+      let e: PserverError;
       try {
-        return await call(await this.client(shard));
+        const addressWaitMs = Math.min(
+          this.options.addressWaitMs ?? ADDRESS_WAIT_MS,
+          Math.max(1, deadline - Date.now()),
+        );
+        return await call(await this.client(shard, addressWaitMs));
       } catch (err) {
-        const e = fromServiceError(err, shard);
-        if (!(e instanceof PserverUnavailableError) || e.reason !== '' || Date.now() + delay > deadline) throw e;
-        await sleep(delay);
-        delay = Math.min(delay * 2, 2_000);
+        e =
+          err instanceof ShardAddressTimeoutError
+            ? new PserverUnavailableError(err.message, shard, GrpcStatus.UNAVAILABLE, '', { cause: err })
+            : fromServiceError(err, shard);
       }
+      if (!isTransient(e) || Date.now() + delay > deadline || signal?.aborted) throw e;
+      await sleep(delay, signal);
+      delay = Math.min(delay * 2, UNAVAILABLE_MAX_BACKOFF_MS);
     }
   }
 
@@ -464,6 +515,23 @@ export class ShardedPserverClient {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+/**
+ * The shard is away, not refusing: unreachable (no reason from a server), shutting down
+ * (`closing`), or its channel was closed under the call because its address changed.
+ */
+function isTransient(e: PserverError): boolean {
+  if (e instanceof PserverUnavailableError) return e.reason === '' || e.reason === 'closing';
+  return e.code === GrpcStatus.CANCELLED && e.reason === '';
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

@@ -130,6 +130,28 @@ describe('checkpoint', () => {
     expect(lines[0]).toMatch(/checkpoint\.json unreadable/);
   });
 
+  it('checkpoint - a write over unreadable metadata keeps the older data files as fallbacks', async () => {
+    await writeCheckpoint(dir, checkpoint(1));
+    await writeCheckpoint(dir, checkpoint(2));
+    await writeFile(join(dir, CHECKPOINT_METADATA_FILE), 'garbage');
+    const latest = await writeCheckpoint(dir, checkpoint(3));
+    expect((await readdir(dir)).sort()).toEqual(
+      [checkpointFileName(2), checkpointFileName(3), CHECKPOINT_METADATA_FILE].sort(),
+    );
+    await truncate(join(dir, latest.file), 10);
+    expect((await loadCheckpoint(dir, log))?.data).toEqual(checkpoint(2));
+    expect(lines.join('\n')).toMatch(/ckpt-000000000003\.bin: truncated.*falling back to ckpt-000000000002\.bin/);
+  });
+
+  it('checkpoint - other files and their temporaries in the directory are left alone', async () => {
+    await writeFile(join(dir, 'progress.json.tmp-1'), 'x');
+    await writeFile(join(dir, `${CHECKPOINT_METADATA_FILE}.tmp-1-abcd`), 'x');
+    await writeCheckpoint(dir, checkpoint(1));
+    expect((await readdir(dir)).sort()).toEqual(
+      [checkpointFileName(1), CHECKPOINT_METADATA_FILE, 'progress.json.tmp-1'].sort(),
+    );
+  });
+
   it('checkpoint - only damaged checkpoints is an error; none at all is undefined', async () => {
     expect(await loadCheckpoint(join(dir, 'missing'))).toBeUndefined();
     expect(await loadCheckpoint(dir)).toBeUndefined();

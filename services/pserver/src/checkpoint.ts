@@ -13,9 +13,15 @@ import { CheckpointError } from './errors.js';
  * tensor: its values, then each optimizer state slot), and a uint32 LE CRC-32 of everything
  * before it, so a data file can be checked even without its metadata.
  *
- * Writing is crash-safe: the data file is written to a temporary name, fsynced and renamed,
- * then the metadata likewise, and only then are data files beyond `keep` deleted. Loading
- * checks length and CRC and falls back to the previous checkpoint when the latest is damaged.
+ * Writing is crash-safe, in this order: the data file is written to a temporary name, fsynced,
+ * renamed to its own name and the directory fsynced; then the metadata, which records the new
+ * file with its CRC-32 and length, is written the same way; only then are data files beyond
+ * `keep` deleted. A crash at any point leaves the metadata naming intact files. Loading checks
+ * length and CRC and falls back to the previous checkpoint when the latest is damaged, with a
+ * log line naming the damaged file and the one used instead.
+ *
+ * A checkpoint holds the parameters of one version; the version a restarted shard resumes at
+ * comes from its progress record (see the top of `job-shard.ts` and `progress-record.ts`).
  */
 
 /** Name of the metadata file in a checkpoint directory. */
@@ -26,6 +32,8 @@ export const CHECKPOINTS_KEPT = 2;
 const MAGIC = Buffer.from('TRBCKPT1', 'latin1');
 const FORMAT = 1;
 const DATA_FILE_PATTERN = /^ckpt-(\d+)\.bin$/;
+/** Temporaries of data and metadata files a crash may leave behind (not other files' temporaries). */
+const TEMPORARY_PATTERN = /^(ckpt-\d+\.bin|checkpoint\.json)\.tmp-/;
 
 /** One parameter in a checkpoint: its values and its optimizer state slots. */
 export interface CheckpointTensor {
@@ -226,19 +234,28 @@ export async function writeCheckpoint(
     bytes: bytes.length,
     savedAt: new Date().toISOString(),
   };
-  let before: CheckpointMetadata | undefined;
+  let older: CheckpointRecord[];
   try {
-    before = await readMetadata(dir);
+    const before = await readMetadata(dir);
+    older = before ? [strip(before), ...before.previous] : [];
   } catch {
-    before = undefined;
+    // Unreadable metadata: the data files on disk, newest first, stay the fallbacks (loading
+    // checks each one's own CRC).
+    older = dataFilesNewestFirst(await readdir(dir)).map(({ file: f }) => ({
+      version: Number(DATA_FILE_PATTERN.exec(f)![1]),
+      file: f,
+      crc32: -1,
+      bytes: -1,
+      savedAt: '',
+    }));
   }
-  const older = before ? [strip(before), ...before.previous] : [];
   const previous = older.filter((r) => r.file !== file).slice(0, Math.max(1, keep) - 1);
   const meta: CheckpointMetadata = { format: FORMAT, ...record, previous };
   await writeDurably(dir, CHECKPOINT_METADATA_FILE, Buffer.from(`${JSON.stringify(meta, null, 2)}\n`));
+  // Only now that the metadata names the new file may older ones go.
   const kept = new Set([file, ...previous.map((r) => r.file)]);
   for (const name of await readdir(dir)) {
-    const stale = (DATA_FILE_PATTERN.test(name) && !kept.has(name)) || name.includes('.tmp-');
+    const stale = (DATA_FILE_PATTERN.test(name) && !kept.has(name)) || TEMPORARY_PATTERN.test(name);
     if (stale) await unlink(join(dir, name)).catch(() => undefined);
   }
   return record;
@@ -286,10 +303,11 @@ export async function loadCheckpoint(
     const path = join(dir, c.file);
     try {
       const bytes = await readFile(path);
-      if (c.bytes !== undefined && bytes.length !== c.bytes) {
+      // A record with a negative length and CRC was rebuilt from the directory: the file's own CRC decides.
+      if (c.bytes !== undefined && c.bytes >= 0 && bytes.length !== c.bytes) {
         throw new CheckpointError(path, `truncated or extended: ${bytes.length} bytes, metadata says ${c.bytes}`);
       }
-      if (c.crc32 !== undefined && crc32(bytes) !== c.crc32) {
+      if (c.crc32 !== undefined && c.crc32 >= 0 && crc32(bytes) !== c.crc32) {
         throw new CheckpointError(
           path,
           `CRC-32 mismatch: computed ${hex(crc32(bytes))}, metadata says ${hex(c.crc32)}`,

@@ -126,7 +126,7 @@ export class PserverGrpcServer {
       ),
       initParams: (call, callback) => void this.initParams(call, callback),
       finishInit: this.unary('FinishInit', async (req) => ({
-        version: (await this.shard.job(req.jobId)).finishInit(req.trainerId),
+        version: await this.shard.finishInit(req.jobId, req.trainerId),
       })),
       join: this.unary('Join', async (req) => {
         const { version, countedFrom } = (await this.shard.job(req.jobId)).join(req.trainerId);
@@ -251,6 +251,7 @@ export class PserverGrpcServer {
       job.touch(req.trainerId);
       // A snapshot this shard has not reached yet (another shard announced it first) is waited for.
       const waitFor = req.snapshotVersion ?? req.minVersion;
+      if (req.snapshotVersion === undefined) job.wants(req.minVersion);
       if (req.snapshotVersion === undefined || job.version < req.snapshotVersion) {
         await job.waitForVersion(waitFor, req.waitMs, abort.signal);
       }

@@ -1,3 +1,37 @@
+/*
+ * Recovery of a restarted shard, and why its version never goes back.
+ *
+ * A shard keeps two things on disk per job: checkpoints (parameters, optimizer state, version;
+ * every `checkpoint.everySteps` steps or `checkpoint.everySeconds`, and on shutdown) and the
+ * progress record (`progress-record.ts`: the version and the quorum, rewritten on every step and
+ * every membership change, before either is visible to a trainer).
+ *
+ * A shard that restarts resumes each job from its latest intact checkpoint, taken at version
+ * v_c, and from its progress record, which says the version v_r >= v_c it had reached. It then
+ * serves the checkpoint's parameters as version v_r and goes on counting from there:
+ *
+ * - The version a trainer or the evaluator sees never decreases, and every version a trainer
+ *   holds is one the shard accepts: a trainer that pulled v_r pushes for v_r and is taken; one
+ *   whose push was cut off by the crash sends it again (the client retries it).
+ * - The shards of a synchronous job keep the same version numbers, so pulls that want every
+ *   shard at one version keep working; the other shards lose nothing.
+ * - The cost: this shard's slice of the model lost the updates of steps v_c+1..v_r (at most one
+ *   checkpoint interval). Training goes on from those slightly older values, as if those steps
+ *   had made smaller updates to this slice; SGD absorbs such a perturbation, and the evaluator
+ *   judges the model as it is. Checkpoint more often (`checkpoint.everySteps`) to lose less.
+ * - The gradients of the open step died with the process. Trainers whose push was answered
+ *   before the crash are waiting for version v_r + 1 and will not push again, so the first step
+ *   after a restart (the recovery step) does not wait for the quorum: it is taken as soon as one
+ *   push for v_r arrives, and the other pushes for v_r are refused as stale and recomputed. A
+ *   pull that wants a later version before any such push arrives takes it too, without an
+ *   update (one more lost step): when every trainer is waiting for the next version, no push
+ *   for v_r will come, and the other shards may already be there.
+ *   The recorded members are members again, counted from v_r + 1, so later steps wait for all
+ *   of them as before; a member that does not come back lapses after the member TTL.
+ * - A job whose checkpoints are all lost is initialised again by the election, and its version
+ *   starts from the recorded one rather than from 0.
+ */
+
 import { assignShards, dataTypeName, elementCount, sameShape, DataType, type TensorInfo } from '#libs/pserver-client';
 import { createOptimizerState } from '#libs/optimizer';
 import type { CheckpointData } from './checkpoint.js';
@@ -14,6 +48,7 @@ import {
   WaitTimeoutError,
 } from './errors.js';
 import type { ShardJobSettings } from './job-settings.js';
+import type { ProgressRecord, RecordedMember } from './progress-record.js';
 import { SnapshotStore, type Snapshot } from './snapshot-store.js';
 import { SyncBarrier } from './sync-barrier.js';
 
@@ -28,6 +63,8 @@ export interface JobShardHooks {
   onSnapshot?(job: JobShard, version: number): void;
   /** A member was dropped for silence. */
   onLapse?(job: JobShard, trainerId: string): void;
+  /** The quorum's members changed (join, leave, lapse, readmission). */
+  onMembership?(job: JobShard): void;
 }
 
 /** Settings of a `JobShard`. */
@@ -38,6 +75,11 @@ export interface JobShardOptions {
   specJson: string;
   settings: ShardJobSettings;
   initLeaseMs?: number;
+  /**
+   * The version `finishInit` starts at: 0 for a new job; the recorded version for a job
+   * initialised again after its checkpoints were lost.
+   */
+  firstVersion?: number;
   /** Clock, in milliseconds. */
   now?: () => number;
   hooks?: JobShardHooks;
@@ -105,8 +147,11 @@ export class JobShard {
   private params: Param[] = [];
   private readonly paramIndex = new Map<string, Param>();
   private currentVersion = 0;
+  private readonly firstVersion: number;
   private isInitialized = false;
   private closed = false;
+  /** The version of the recovery step after a restart (see the top of this file), if still open. */
+  private recoveringAt?: number;
 
   constructor(options: JobShardOptions) {
     this.jobId = options.jobId;
@@ -117,10 +162,20 @@ export class JobShard {
     this.leaseMs = options.initLeaseMs ?? INIT_LEASE_MS;
     this.hooks = options.hooks ?? {};
     this.barrier = new SyncBarrier(options.settings.minTrainers);
+    this.firstVersion = options.firstVersion ?? 0;
+    this.currentVersion = this.firstVersion;
   }
 
-  /** A job shard resumed from a checkpoint, initialised at the checkpoint's version. */
-  static fromCheckpoint(data: CheckpointData, options: Omit<JobShardOptions, 'jobId' | 'specJson'>): JobShard {
+  /**
+   * A job shard resumed from a checkpoint and, when there is one, its progress record: the
+   * checkpoint's parameters at the recorded version (never below the checkpoint's), with the
+   * recorded members counted from the next version and the recovery step open.
+   */
+  static fromCheckpoint(
+    data: CheckpointData,
+    options: Omit<JobShardOptions, 'jobId' | 'specJson' | 'firstVersion'>,
+    progress?: Pick<ProgressRecord, 'version' | 'members'>,
+  ): JobShard {
     const job = new JobShard({ ...options, jobId: data.jobId, specJson: data.specJson });
     const kernel = options.settings.kernel;
     const stateMatches = data.optimizer === kernel.name;
@@ -136,8 +191,14 @@ export class JobShard {
       })),
     );
     job.owned = new Map(data.tensors.map((t) => [t.name, t.shape]));
-    job.currentVersion = data.version;
+    job.currentVersion = Math.max(data.version, progress?.version ?? 0);
     job.isInitialized = true;
+    const now = job.now();
+    for (const m of progress?.members ?? []) {
+      job.barrier.join(m.trainerId, Math.max(m.countedFrom, job.currentVersion + 1));
+      job.lastSeen.set(m.trainerId, now);
+    }
+    if (options.settings.mode === 'sync') job.recoveringAt = job.currentVersion;
     return job;
   }
 
@@ -251,7 +312,8 @@ export class JobShard {
 
   /**
    * Completes initialisation: every owned parameter must have arrived. The shard is then at
-   * version 0 with zeroed optimizer state. Finishing an initialised shard is a no-op.
+   * version 0 (or its `firstVersion`) with zeroed optimizer state. Finishing an initialised
+   * shard is a no-op.
    */
   finishInit(trainerId: string): number {
     this.requireTrainer(trainerId);
@@ -275,11 +337,11 @@ export class JobShard {
     );
     this.pendingInit.clear();
     this.lease = undefined;
-    this.currentVersion = 0;
+    this.currentVersion = this.firstVersion;
     this.isInitialized = true;
     this.settle();
-    this.hooks.onVersion?.(this, 0);
-    return 0;
+    this.hooks.onVersion?.(this, this.currentVersion);
+    return this.currentVersion;
   }
 
   /**
@@ -289,7 +351,9 @@ export class JobShard {
   join(trainerId: string): { version: number; countedFrom: number } {
     this.requireTrainer(trainerId);
     this.touch(trainerId);
+    const joined = !this.barrier.isMember(trainerId);
     const countedFrom = this.barrier.join(trainerId, this.isInitialized ? this.currentVersion + 1 : 0);
+    if (joined) this.hooks.onMembership?.(this);
     return { version: this.currentVersion, countedFrom };
   }
 
@@ -298,7 +362,10 @@ export class JobShard {
     this.requireTrainer(trainerId);
     this.lastSeen.delete(trainerId);
     this.lapsed.delete(trainerId);
-    if (this.barrier.leave(trainerId)) this.maybeStep();
+    if (this.barrier.leave(trainerId)) {
+      this.hooks.onMembership?.(this);
+      this.maybeStep();
+    }
   }
 
   /**
@@ -308,7 +375,10 @@ export class JobShard {
   touch(trainerId: string): void {
     if (!trainerId) return;
     this.lastSeen.set(trainerId, this.now());
-    if (this.lapsed.delete(trainerId)) this.barrier.join(trainerId, this.isInitialized ? this.currentVersion + 1 : 0);
+    if (this.lapsed.delete(trainerId)) {
+      this.barrier.join(trainerId, this.isInitialized ? this.currentVersion + 1 : 0);
+      this.hooks.onMembership?.(this);
+    }
   }
 
   /** Drops members silent for longer than `ttlMs`; returns their ids. */
@@ -321,7 +391,10 @@ export class JobShard {
       this.lapsed.add(id);
       this.hooks.onLapse?.(this, id);
     }
-    if (lapsed.length > 0) this.maybeStep();
+    if (lapsed.length > 0) {
+      this.hooks.onMembership?.(this);
+      this.maybeStep();
+    }
     return lapsed;
   }
 
@@ -384,6 +457,19 @@ export class JobShard {
   }
 
   /**
+   * A trainer pulls and wants `minVersion`. While the recovery step after a restart is open,
+   * wanting a later version takes it (see the top of this file); otherwise nothing happens and
+   * the pull waits for the quorum as usual.
+   */
+  wants(minVersion: number): void {
+    if (this.recoveringAt === undefined || this.recoveringAt !== this.currentVersion) return;
+    if (!this.isInitialized || minVersion <= this.currentVersion) return;
+    this.recoveringAt = undefined;
+    if (this.barrier.pending > 0) this.step(this.barrier.take().average);
+    else this.step(undefined);
+  }
+
+  /**
    * Resolves once the shard is initialised and at `minVersion` or later; rejects with
    * `WaitTimeoutError` after `waitMs` (at once for 0), or when `signal` aborts.
    */
@@ -442,6 +528,11 @@ export class JobShard {
     return this.snapshots.versions();
   }
 
+  /** The quorum's members with the first version each counts in, for the progress record. */
+  members(): RecordedMember[] {
+    return this.barrier.entries();
+  }
+
   /** A consistent copy of everything a checkpoint holds. */
   capture(): CheckpointData {
     if (!this.isInitialized) throw new NotInitializedError(this.jobId, this.shard);
@@ -486,19 +577,27 @@ export class JobShard {
   }
 
   private maybeStep(): void {
-    if (!this.isInitialized || !this.barrier.ready(this.currentVersion)) return;
+    if (!this.isInitialized) return;
+    const recovering = this.recoveringAt === this.currentVersion && this.barrier.pending > 0;
+    if (!recovering && !this.barrier.ready(this.currentVersion)) return;
     const { average } = this.barrier.take();
+    this.recoveringAt = undefined;
     this.step(average);
   }
 
-  /** Applies one update to every parameter and advances the version. */
-  private step(gradients: ReadonlyMap<string, Float32Array>): void {
+  /**
+   * Applies one update to every parameter and advances the version; without gradients (a
+   * recovery step nobody pushed to), only the version advances.
+   */
+  private step(gradients: ReadonlyMap<string, Float32Array> | undefined): void {
     const { kernel, hyper } = this.settings;
     const step = this.currentVersion + 1;
-    for (const p of this.params) {
-      const next = p.value.slice();
-      kernel.apply(next, gradients.get(p.name)!, p.state, hyper, step);
-      p.value = next;
+    if (gradients) {
+      for (const p of this.params) {
+        const next = p.value.slice();
+        kernel.apply(next, gradients.get(p.name)!, p.state, hyper, step);
+        p.value = next;
+      }
     }
     this.currentVersion = step;
     if (SnapshotStore.due(step, this.settings.evaluationEverySteps)) {

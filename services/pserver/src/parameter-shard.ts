@@ -1,10 +1,12 @@
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { TensorInfo } from '#libs/pserver-client';
-import { loadCheckpoint, writeCheckpoint, type CheckpointRecord } from './checkpoint.js';
+import { loadCheckpoint, writeCheckpoint, type CheckpointData, type CheckpointRecord } from './checkpoint.js';
 import { CheckpointError, InvalidRequestError, UnknownJobError } from './errors.js';
 import { JobShard, type InitElectionResult } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
+import { readProgressRecord, syncProgressRecord, writeProgressRecord, type ProgressRecord } from './progress-record.js';
 
 /** How long a member may stay silent before it is dropped from the quorum. */
 export const MEMBER_TTL_MS = 30_000;
@@ -54,8 +56,10 @@ const silent: ShardLogger = { log: () => undefined, warn: () => undefined, error
 
 /**
  * Every job's slice of the parameters held by this process: creates a job on its first
- * BeginInit, resumes one from its checkpoint directory the first time any call names it, drops
- * silent members, and checkpoints each job by steps, by time, on request and on shutdown.
+ * BeginInit, resumes one from its checkpoint directory (`preload` at start, or the first time
+ * any call names it), drops silent members, keeps each job's progress record current (see
+ * `job-shard.ts` for how a restart uses it), and checkpoints each job by steps, by time, on
+ * request, when it stops (`retire`) and on shutdown.
  */
 export class ParameterShard {
   readonly shard: number;
@@ -65,8 +69,12 @@ export class ParameterShard {
   private readonly memberTtlMs: number;
   private readonly logger: ShardLogger;
   private readonly now: () => number;
+  /** Jobs that stopped and were dropped from memory; calls naming them find no job. */
+  private readonly retired = new Set<string>();
   private timers: NodeJS.Timeout[] = [];
   private closed = false;
+  /** Set when this process no longer owns the shard: nothing is written any more. */
+  private fenced = false;
 
   constructor(private readonly options: ParameterShardOptions) {
     this.shard = options.shard;
@@ -115,6 +123,74 @@ export class ParameterShard {
     return job.beginInit(input.trainerId);
   }
 
+  /**
+   * Completes a job's initialisation (FinishInit) and resolves once its initial parameters are
+   * checkpointed, so a version a trainer is told about can always be resumed.
+   */
+  async finishInit(jobId: string, trainerId: string): Promise<number> {
+    const job = await this.job(jobId);
+    const first = !job.initialized;
+    const version = job.finishInit(trainerId);
+    if (first) await this.saveJob(job, this.jobDir(jobId), true);
+    return version;
+  }
+
+  /**
+   * Resumes the given jobs from their checkpoint directories now, those that have one; a job
+   * that cannot be resumed is logged and left to the election. Call before serving, so that
+   * the first calls after a restart find their jobs.
+   */
+  async preload(jobIds: Iterable<string>): Promise<string[]> {
+    const resumed: string[] = [];
+    for (const jobId of jobIds) {
+      if (!JOB_ID_PATTERN.test(jobId) || !existsSync(this.jobDir(jobId))) continue;
+      try {
+        if (await this.find(jobId)) resumed.push(jobId);
+      } catch (err) {
+        this.logger.error(`job ${jobId}: cannot resume: ${(err as Error).message}`);
+      }
+    }
+    return resumed;
+  }
+
+  /**
+   * Drops a stopped job from memory after a last checkpoint; later calls naming it find no
+   * job until `reinstate`. Its checkpoints stay on disk.
+   */
+  async retire(jobId: string): Promise<void> {
+    this.retired.add(jobId);
+    const job = this.jobs.get(jobId);
+    if (!job) return;
+    const state = this.checkpoints.get(jobId);
+    if (job.initialized && state && state.savedVersion !== job.version) {
+      await this.saveJob(job, this.jobDir(jobId)).catch((err: Error) =>
+        this.logger.error(`job ${jobId}: final checkpoint failed: ${err.message}`),
+      );
+    }
+    await state?.chain;
+    job.close();
+    this.jobs.delete(jobId);
+    this.checkpoints.delete(jobId);
+    this.logger.log(`job ${jobId}: stopped; checkpointed at version ${job.version} and dropped from memory`);
+  }
+
+  /** Lets calls name a retired job again (a job of that id runs again); it resumes from disk. */
+  reinstate(jobId: string): void {
+    this.retired.delete(jobId);
+  }
+
+  /**
+   * This process lost the shard to another one: stop writing anything (checkpoints, progress
+   * records) and end every wait. The owner exits after this.
+   */
+  fence(): void {
+    this.fenced = true;
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    for (const job of this.jobs.values()) job.close();
+  }
+
   /** The job, from memory or from its checkpoint; `UnknownJobError` when neither has it. */
   async job(jobId: string): Promise<JobShard> {
     const job = await this.find(jobId);
@@ -133,6 +209,16 @@ export class ParameterShard {
     return { path: join(dir, record.file), version: record.version };
   }
 
+  /** Checkpoints a job in memory now if it changed since its last checkpoint (a job that stopped). */
+  async checkpointIfChanged(jobId: string): Promise<void> {
+    const job = this.jobs.get(jobId);
+    const state = this.checkpoints.get(jobId);
+    if (!job?.initialized || !state || state.savedVersion === job.version) return;
+    await this.saveJob(job, this.jobDir(jobId)).catch((err: Error) =>
+      this.logger.error(`job ${jobId}: checkpoint failed: ${err.message}`),
+    );
+  }
+
   /** Each job's version. */
   versions(): Record<string, number> {
     return Object.fromEntries([...this.jobs.values()].map((j) => [j.jobId, j.version]));
@@ -145,7 +231,7 @@ export class ParameterShard {
 
   /** Stops the timers, ends waits, and checkpoints every job changed since its last save. */
   async close(): Promise<void> {
-    if (this.closed) return;
+    if (this.closed || this.fenced) return;
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
@@ -176,6 +262,7 @@ export class ParameterShard {
     }
     const known = this.jobs.get(jobId);
     if (known) return known;
+    if (this.retired.has(jobId)) return undefined;
     let loading = this.loading.get(jobId);
     if (!loading) {
       loading = this.resume(jobId).finally(() => this.loading.delete(jobId));
@@ -186,7 +273,14 @@ export class ParameterShard {
 
   private async resume(jobId: string): Promise<JobShard | undefined> {
     const dir = this.jobDir(jobId);
-    const found = await loadCheckpoint(dir, (line) => this.logger.warn(line));
+    let found: { data: CheckpointData; file: string } | undefined;
+    try {
+      found = await loadCheckpoint(dir, (line) => this.logger.warn(line));
+    } catch (err) {
+      if (!(err instanceof CheckpointError)) throw err;
+      this.logger.error(`job ${jobId}: ${err.message}; the job will be initialised again by the election`);
+      return undefined;
+    }
     if (!found) return undefined;
     const { data, file } = found;
     if (data.jobId !== jobId || data.shard !== this.shard) {
@@ -197,16 +291,46 @@ export class ParameterShard {
     }
     const existing = this.jobs.get(jobId);
     if (existing) return existing;
+    const progress = this.readProgress(jobId);
     const settings = parseJobSettings(data.specJson);
-    const job = JobShard.fromCheckpoint(data, { shard: this.shard, settings, ...this.jobOptions() });
+    const job = JobShard.fromCheckpoint(data, { shard: this.shard, settings, ...this.jobOptions() }, progress);
     this.register(job, data.version);
-    this.logger.log(`job ${jobId}: resumed at version ${data.version} from ${file}`);
+    this.recordProgress(job);
+    const lost =
+      job.version > data.version
+        ? `; the updates of versions ${data.version + 1}..${job.version} to this shard's parameters were lost`
+        : '';
+    const members = job.members().length;
+    this.logger.log(
+      `job ${jobId}: resumed at version ${job.version} from ${file} (checkpoint of version ${data.version})${lost}` +
+        (members > 0 ? `; ${members} member(s) of the quorum restored` : ''),
+    );
     return job;
   }
 
+  /** The job's progress record, if it has a usable one (a damaged one is logged and ignored). */
+  private readProgress(jobId: string): ProgressRecord | undefined {
+    try {
+      const record = readProgressRecord(this.jobDir(jobId));
+      if (record && (record.jobId !== jobId || record.shard !== this.shard)) {
+        this.logger.warn(`job ${jobId}: progress record belongs to job ${record.jobId} shard ${record.shard}; ignored`);
+        return undefined;
+      }
+      return record;
+    } catch (err) {
+      this.logger.warn(`job ${jobId}: ${(err as Error).message}; resuming at the checkpoint's version`);
+      return undefined;
+    }
+  }
+
   private createJob(jobId: string, specJson: string, settings: ReturnType<typeof parseJobSettings>): JobShard {
-    const job = new JobShard({ jobId, shard: this.shard, specJson, settings, ...this.jobOptions() });
+    // A job initialised again after losing its checkpoints goes on from its recorded version.
+    const firstVersion = this.readProgress(jobId)?.version ?? 0;
+    const job = new JobShard({ jobId, shard: this.shard, specJson, settings, firstVersion, ...this.jobOptions() });
     this.register(job, -1);
+    if (firstVersion > 0) {
+      this.logger.warn(`job ${jobId}: no checkpoint; once initialised again it goes on from version ${firstVersion}`);
+    }
     return job;
   }
 
@@ -216,6 +340,7 @@ export class ParameterShard {
       now: this.now,
       hooks: {
         onVersion: (job: JobShard, version: number) => this.onVersion(job, version),
+        onMembership: (job: JobShard) => this.recordProgress(job),
         onSnapshot: (job: JobShard, version: number) => this.options.onSnapshot?.(job.jobId, this.shard, version),
         onLapse: (job: JobShard, trainerId: string) =>
           this.logger.warn(
@@ -228,14 +353,33 @@ export class ParameterShard {
   private register(job: JobShard, savedVersion: number): void {
     this.jobs.set(job.jobId, job);
     this.checkpoints.set(job.jobId, { savedVersion, savedAt: this.now(), chain: Promise.resolve() });
+    mkdirSync(this.jobDir(job.jobId), { recursive: true });
   }
 
   private onVersion(job: JobShard, version: number): void {
+    this.recordProgress(job);
     const state = this.checkpoints.get(job.jobId);
-    if (!state) return;
+    if (!state || state.savedVersion < 0) return;
     const every = job.settings.checkpointEverySteps;
-    const due = version === 0 || (every !== undefined && version - Math.max(0, state.savedVersion) >= every);
-    if (due) this.saveInBackground(job);
+    if (every !== undefined && version - state.savedVersion >= every) this.saveInBackground(job);
+  }
+
+  /**
+   * Rewrites the job's progress record, synchronously, so that it is on disk before the version
+   * or member it records is visible to anyone.
+   */
+  private recordProgress(job: JobShard): void {
+    if (this.fenced || !job.initialized || !this.jobs.has(job.jobId)) return;
+    try {
+      writeProgressRecord(this.jobDir(job.jobId), {
+        jobId: job.jobId,
+        shard: this.shard,
+        version: job.version,
+        members: job.members(),
+      });
+    } catch (err) {
+      this.logger.error(`job ${job.jobId}: progress record not written: ${(err as Error).message}`);
+    }
   }
 
   private checkpointByTime(): void {
@@ -248,7 +392,7 @@ export class ParameterShard {
   }
 
   private saveInBackground(job: JobShard): void {
-    if (this.closed) return;
+    if (this.closed || this.fenced) return;
     this.saveJob(job, this.jobDir(job.jobId)).catch((err: Error) =>
       this.logger.error(`job ${job.jobId}: checkpoint failed: ${err.message}`),
     );
@@ -265,10 +409,14 @@ export class ParameterShard {
     // Mark the attempt at once, so the step and time rules do not queue the same save again.
     if (own) state.savedAt = this.now();
     const run = state.chain.then(async () => {
+      if (this.fenced) throw new CheckpointError(dir, `shard ${this.shard} is now served by another process`);
       const data = job.capture();
       if (own && !force && data.version === state.savedVersion) return undefined;
       const record = await writeCheckpoint(dir, data, job.settings.checkpointKeep);
-      if (own) state.savedVersion = Math.max(state.savedVersion, record.version);
+      if (own) {
+        state.savedVersion = Math.max(state.savedVersion, record.version);
+        await syncProgressRecord(dir);
+      }
       return record;
     });
     state.chain = run.catch(() => undefined);

@@ -1,5 +1,6 @@
 import { env, type CommonConfig, type EnvSpec } from '#libs/config';
 import { MEMBER_TTL_MS } from './parameter-shard.js';
+import { SHARD_LEASE_TTL_MS } from './shard-lease.js';
 
 /** Host the gRPC server binds to when `PSERVER_HOST` is unset. */
 export const DEFAULT_PSERVER_HOST = '127.0.0.1';
@@ -18,6 +19,10 @@ export interface PserverConfig {
   dataDir?: string;
   /** Silence after which a trainer leaves the quorum (`PSERVER_MEMBER_TTL_MS`). */
   memberTtlMs: number;
+  /** TTL of the shard's ownership lease in Redis (`PSERVER_LEASE_TTL_MS`). */
+  leaseTtlMs: number;
+  /** Redis key prefix of the lease (`PSERVER_KEY_PREFIX`), so several clusters can share one Redis. */
+  keyPrefix: string;
 }
 
 /** Environment fields of the parameter server. */
@@ -28,6 +33,8 @@ export const PSERVER_CONFIG: EnvSpec<PserverConfig> = {
   advertiseHost: ['PSERVER_ADVERTISE_HOST', env.optionalString()],
   dataDir: ['PSERVER_DATA_DIR', env.optionalString()],
   memberTtlMs: ['PSERVER_MEMBER_TTL_MS', env.int({ default: MEMBER_TTL_MS, min: 100, max: 3_600_000 })],
+  leaseTtlMs: ['PSERVER_LEASE_TTL_MS', env.int({ default: SHARD_LEASE_TTL_MS, min: 500, max: 600_000 })],
+  keyPrefix: ['PSERVER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
 };
 
 /** The parameter server's full settings: common, its own, and its id. */
@@ -36,4 +43,9 @@ export type PserverSettings = CommonConfig & PserverConfig & { id: string };
 /** The checkpoint directory of a shard when `PSERVER_DATA_DIR` is unset. */
 export function defaultDataDir(shard: number): string {
   return `.tributary/pserver-${shard}`;
+}
+
+/** The Redis key of a shard's ownership lease. */
+export function shardLeaseKey(keyPrefix: string, shard: number): string {
+  return `${keyPrefix}:pserver:shard-${shard}:owner`;
 }

@@ -52,6 +52,8 @@ describe('pserver module', () => {
       port: 0,
       dataDir: join(servers.dir, 'pserver-0'),
       memberTtlMs: 30_000,
+      leaseTtlMs: 2_000,
+      keyPrefix: 'tributary',
     };
     const app = await NestFactory.createApplicationContext(
       {

@@ -9,11 +9,20 @@ import {
   type DynamicModule,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import { SUBJECTS, encodeJson, type Buckets, type NatsConnection, type SnapshotNotice } from '#libs/messaging';
-import { BUCKETS, MemberBeacon, NATS_CONNECTION } from '#libs/service-runtime';
+import {
+  SUBJECTS,
+  encodeJson,
+  type Buckets,
+  type NatsConnection,
+  type RedisConnection,
+  type SnapshotNotice,
+} from '#libs/messaging';
+import { BUCKETS, MemberBeacon, NATS_CONNECTION, REDIS_CONNECTION } from '#libs/service-runtime';
 import { PserverGrpcServer } from './grpc-server.js';
+import { JobLifecycle } from './job-lifecycle.js';
 import { ParameterShard } from './parameter-shard.js';
-import { defaultDataDir, type PserverSettings } from './pserver-config.js';
+import { defaultDataDir, shardLeaseKey, type PserverSettings } from './pserver-config.js';
+import { ShardLease, LeaseWaitAbortedError } from './shard-lease.js';
 import { ShardRegistration } from './shard-registration.js';
 
 /** Injection token of the parameter server's validated settings. */
@@ -22,9 +31,12 @@ export const PSERVER_SETTINGS = Symbol('PSERVER_SETTINGS');
 export const VERSION_REPORT_MS = 3_000;
 
 /**
- * Runs one parameter server shard for the application's lifetime: serves gRPC, registers the
- * shard's address in the pservers bucket, announces snapshots on NATS, and on shutdown stops
- * taking calls, checkpoints every job and deregisters.
+ * Runs one parameter server shard for the application's lifetime. It first takes the shard's
+ * lease in Redis, standing by while another process holds it; then resumes the live jobs it
+ * has checkpoints of, serves gRPC, registers the shard's address in the pservers bucket,
+ * announces snapshots on NATS, checkpoints jobs that stop, and on shutdown stops taking calls,
+ * checkpoints every job, deregisters and gives the lease back. A process that loses the lease
+ * stops serving and exits at once, writing nothing more.
  */
 @Injectable()
 export class PserverService implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -33,12 +45,16 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
   private server?: PserverGrpcServer;
   private registration?: ShardRegistration;
   private beacon?: MemberBeacon;
+  private lease?: ShardLease;
+  private lifecycle?: JobLifecycle;
+  private readonly standby = new AbortController();
   private reportTimer?: NodeJS.Timeout;
-  /** `host:port` clients reach this shard at, once started. */
+  /** `host:port` clients reach this shard at, once serving; empty while standing by. */
   address = '';
 
   constructor(
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(REDIS_CONNECTION) private readonly redis: RedisConnection,
     @Inject(BUCKETS) private readonly buckets: Buckets,
     @Inject(PSERVER_SETTINGS) private readonly settings: PserverSettings,
   ) {}
@@ -46,6 +62,40 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
   async onApplicationBootstrap(): Promise<void> {
     const { shard: index, host, port, id } = this.settings;
     const dataDir = resolve(this.settings.dataDir ?? defaultDataDir(index));
+    this.beacon = new MemberBeacon(this.buckets.members, {
+      role: 'pserver',
+      id,
+      pid: process.pid,
+      host: hostname(),
+      shard: index,
+      state: 'standby',
+    });
+    this.beacon.start();
+    this.lease = new ShardLease(this.redis, {
+      key: shardLeaseKey(this.settings.keyPrefix, index),
+      shard: index,
+      id,
+      ttlMs: this.settings.leaseTtlMs,
+      logger: this.logger,
+      onLost: (reason) => this.onLeaseLost(reason),
+    });
+    // The service's own signal handling starts once the application is up; a standby waits
+    // before that, so it answers SIGTERM itself: it holds nothing and leaves at once.
+    const onSignal = (signal: NodeJS.Signals) => {
+      this.logger.log(`${signal} received while standing by; exiting`);
+      this.standby.abort();
+    };
+    process.once('SIGTERM', onSignal).once('SIGINT', onSignal);
+    try {
+      await this.lease.acquire(this.standby.signal);
+    } catch (err) {
+      if (!(err instanceof LeaseWaitAbortedError)) throw err;
+      await this.beacon.stop();
+      this.exit(0);
+      return;
+    } finally {
+      process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
+    }
     this.shard = new ParameterShard({
       shard: index,
       dataDir,
@@ -53,6 +103,10 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       logger: this.logger,
       onSnapshot: (jobId, shard, version) => this.announceSnapshot(jobId, shard, version),
     });
+    this.lifecycle = new JobLifecycle(this.buckets.jobs, this.shard, { logger: this.logger });
+    const live = await this.lifecycle.start();
+    const resumed = await this.shard.preload(live);
+    if (resumed.length > 0) this.logger.log(`resumed ${resumed.length} job(s) before serving: ${resumed.join(', ')}`);
     this.server = new PserverGrpcServer(this.shard, { host, port, logger: this.logger });
     const bound = await this.server.start();
     this.shard.start();
@@ -65,29 +119,42 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       (err) => this.logger.warn(`registration of shard ${index}: ${err.message}`),
     );
     await this.registration.start();
-    this.beacon = new MemberBeacon(this.buckets.members, {
-      role: 'pserver',
-      id,
-      pid: process.pid,
-      host: hostname(),
-      shard: index,
-      state: 'serving',
-    });
-    this.beacon.start();
+    this.beacon.update({ state: 'serving', versions: this.shard.versions() });
     this.reportTimer = setInterval(() => this.reportVersions(), VERSION_REPORT_MS);
     this.reportTimer.unref();
     this.logger.log(`checkpoints in ${dataDir}`);
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    this.standby.abort();
     clearInterval(this.reportTimer);
-    // Stop taking calls and end the pulls that wait, then checkpoint what the last pushes did.
+    this.lifecycle?.stop();
+    // Stop taking calls and end the pulls that wait, then checkpoint what the last pushes did;
+    // only then may a standby take the shard over.
     const stopped = this.server?.stop();
     this.shard?.endWaits();
     await stopped;
     await this.shard?.close();
     await this.registration?.stop();
+    await this.lease?.release();
     await this.beacon?.stop();
+  }
+
+  /** Another process serves the shard now (or may): stop at once, write nothing, exit. */
+  private onLeaseLost(reason: string): void {
+    this.logger.error(
+      `shard ${this.settings.shard}: lost the ownership lease: ${reason}; stopping without another write and exiting`,
+    );
+    clearInterval(this.reportTimer);
+    this.lifecycle?.stop();
+    this.shard?.fence();
+    void this.server?.stop(0);
+    this.exit(1);
+  }
+
+  /** Ends the process (a supervisor restarts it, as a standby if the shard is taken). */
+  protected exit(code: number): void {
+    process.exit(code);
   }
 
   private announceSnapshot(jobId: string, shard: number, version: number): void {

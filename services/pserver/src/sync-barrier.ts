@@ -51,6 +51,11 @@ export class SyncBarrier {
     return [...this.members.keys()];
   }
 
+  /** Every member with the first version whose quorum includes it, in joining order. */
+  entries(): { trainerId: string; countedFrom: number }[] {
+    return [...this.members].map(([trainerId, countedFrom]) => ({ trainerId, countedFrom }));
+  }
+
   /** True when `trainerId` already contributed to the open version. */
   hasContributed(trainerId: string): boolean {
     return this.contributors.has(trainerId);
