@@ -18,11 +18,13 @@ export { parseJobRecord } from './job-watch.js';
 export { requestUntilReply } from './request-retry.js';
 
 export type {
+  ClaimRenewal,
   ClaimedTask,
   EventSubscription,
   MasterClientOptions,
   NextTaskOptions,
   ReportOptions,
+  TaskPull,
 } from './master-client.js';
 export type { JobChange, JobWatch } from './job-watch.js';
 export type { RetryOptions } from './request-retry.js';

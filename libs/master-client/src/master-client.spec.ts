@@ -131,6 +131,68 @@ describe('master client (real NATS)', () => {
     await expect(client.nextTask(JOB, { timeoutMs: 3000 })).resolves.toBeNull();
   });
 
+  it('master client - pullTask says why no task came: none in time, or the job is full', async () => {
+    const client = new MasterClient(nc, 'trainer-a', { logger: recordingLogger() });
+    await expect(client.pullTask(JOB, { timeoutMs: 500 })).resolves.toEqual({ kind: 'none', reason: 'no-task' });
+    responders.push(
+      nc.subscribe(SUBJECTS.taskClaim(JOB), {
+        callback: (_e, m) => {
+          m.respond(encodeJson({ ok: false, reason: 'full' }));
+        },
+      }),
+    );
+    await jetstream(nc).publish(SUBJECTS.tasks(JOB), encodeJson(task(6, 'd6')));
+    await expect(client.pullTask(JOB, { timeoutMs: 3000 })).resolves.toEqual({ kind: 'none', reason: 'full' });
+  });
+
+  it('master client - a task pulled as the signal fires is handed back, not dropped', async () => {
+    const abort = new AbortController();
+    const claims: Record<string, unknown>[] = [];
+    const reports: Record<string, unknown>[] = [];
+    responders.push(
+      nc.subscribe(SUBJECTS.taskClaim(JOB), {
+        callback: (_e, m) => {
+          claims.push(decodeJsonObject(m.subject, m.data));
+          m.respond(encodeJson({ ok: true, deadlineMs: 1 }));
+        },
+      }),
+      nc.subscribe(SUBJECTS.taskReport(JOB), {
+        callback: (_e, m) => {
+          reports.push(decodeJsonObject(m.subject, m.data));
+          m.respond(encodeJson({ ok: true, counted: true }));
+        },
+      }),
+    );
+    const client = new MasterClient(nc, 'trainer-c', { logger: recordingLogger() });
+    // The pull is waiting on the server when SIGTERM arrives; a task message comes right after.
+    const pulling = client.pullTask(JOB, { timeoutMs: 5000, signal: abort.signal });
+    await new Promise((r) => setTimeout(r, 200));
+    abort.abort();
+    await jetstream(nc).publish(SUBJECTS.tasks(JOB), encodeJson(task(7, 'd7')));
+    await expect(pulling).resolves.toEqual({ kind: 'none', reason: 'aborted' });
+    expect(claims).toEqual([]);
+    expect(reports).toEqual([expect.objectContaining({ taskId: 7, dispatchId: 'd7', outcome: 'returned' })]);
+  });
+
+  it('master client - renewClaim claims the task again and says when it is no longer ours', async () => {
+    const current = new Map([[8, 'd8']]);
+    const { claims } = respondToClaims(current);
+    const client = new MasterClient(nc, 'trainer-a', { logger: recordingLogger() });
+    await expect(client.renewClaim(task(8, 'd8'))).resolves.toEqual({ ok: true, deadlineMs: 12345 });
+    current.set(8, 'd9');
+    await expect(client.renewClaim(task(8, 'd8'))).resolves.toEqual({ ok: false, reason: 'stale' });
+    expect(claims.map((c) => c['trainerId'])).toEqual(['trainer-a', 'trainer-a']);
+    for (const s of responders) s.unsubscribe();
+    responders = [];
+    const impatient = new MasterClient(nc, 'trainer-a', {
+      logger: recordingLogger(),
+      requestTimeoutMs: 100,
+      claimRetryBudgetMs: 300,
+      initialBackoffMs: 20,
+    });
+    await expect(impatient.renewClaim(task(8, 'd8'))).resolves.toEqual({ ok: false, reason: 'unreachable' });
+  });
+
   it('master client - a report is retried until the master replies', async () => {
     const logger = recordingLogger();
     const client = new MasterClient(nc, 'trainer-a', { logger, requestTimeoutMs: 300, initialBackoffMs: 20 });

@@ -57,6 +57,22 @@ export interface NextTaskOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * What `pullTask` came back with: a granted task, or why there is none. `no-task`: nothing came
+ * within the wait; `full`: the job already has `trainers.max` trainers at work; `stopped`: the
+ * job stopped; `unreachable`: the master did not answer the claim in time; `aborted`: the signal
+ * fired (a task pulled just before is handed back to the master, not dropped).
+ */
+export type TaskPull =
+  | { kind: 'claimed'; task: ClaimedTask }
+  | { kind: 'none'; reason: 'no-task' | 'full' | 'stopped' | 'unreachable' | 'aborted' };
+
+/** The master's answer to a renewed claim, or `unreachable` when it did not answer. */
+export type ClaimRenewal = TaskClaimReply | { ok: false; reason: 'unreachable' };
+
+/** How long a task pulled after the signal fired is offered back to the master. */
+const ABORTED_HAND_BACK_BUDGET_MS = 2_000;
+
 /** Options of a report. */
 export interface ReportOptions {
   /** Gives up retrying (with `RequestAbortedError`) when it fires, e.g. when the job stops. */
@@ -105,14 +121,26 @@ export class MasterClient {
    * Pulls task messages of `jobId` from its trainers' consumer one at a time, acking each at
    * once, until the master grants a claim on one. Stale claims and malformed messages are
    * skipped. Returns null when no task came within `timeoutMs`, when the master refused the
-   * claim because the job stopped or has enough trainers, or when the signal fired.
+   * claim because the job stopped or has enough trainers, or when the signal fired; `pullTask`
+   * says which.
    */
   async nextTask(jobId: string, options: NextTaskOptions = {}): Promise<ClaimedTask | null> {
+    const pulled = await this.pullTask(jobId, options);
+    return pulled.kind === 'claimed' ? pulled.task : null;
+  }
+
+  /**
+   * Like `nextTask`, but says why no task came. A task message pulled (and so acked) after the
+   * signal fired is handed back at once, so the master re-queues it without waiting for its
+   * deadline.
+   */
+  async pullTask(jobId: string, options: NextTaskOptions = {}): Promise<TaskPull> {
     checkJobId(jobId);
     const deadline = Date.now() + (options.timeoutMs ?? NEXT_TASK_TIMEOUT_MS);
     const subject = SUBJECTS.tasks(jobId);
+    const none = (reason: Extract<TaskPull, { kind: 'none' }>['reason']): TaskPull => ({ kind: 'none', reason });
     do {
-      if (options.signal?.aborted) return null;
+      if (options.signal?.aborted) return none('aborted');
       const msg = await this.pullOne(jobId, Math.max(0, deadline - Date.now()), options.signal);
       if (msg === null) continue;
       await msg.ackAck().catch(() => msg.ack());
@@ -127,16 +155,26 @@ export class MasterClient {
         this.logger.warn(`skipping task message #${msg.seq}: it names job ${task.jobId}, not ${jobId}`);
         continue;
       }
+      if (options.signal?.aborted) {
+        await this.handBack(task, { budgetMs: ABORTED_HAND_BACK_BUDGET_MS }).catch(() => undefined);
+        return none('aborted');
+      }
       const reply = await this.claim(task, options.signal);
-      if (reply === null) return null;
-      if (reply.ok) return { ...task, deadlineMs: reply.deadlineMs };
+      if (reply === null) {
+        if (options.signal?.aborted) {
+          await this.handBack(task, { budgetMs: ABORTED_HAND_BACK_BUDGET_MS }).catch(() => undefined);
+          return none('aborted');
+        }
+        return none('unreachable');
+      }
+      if (reply.ok) return { kind: 'claimed', task: { ...task, deadlineMs: reply.deadlineMs } };
       if (reply.reason !== 'stale') {
         this.logger.log(`claim of task ${task.taskId} of job ${jobId} refused: ${reply.reason}`);
-        return null;
+        return none(reply.reason);
       }
       this.logger.log(`dropping stale task ${task.taskId} (dispatch ${task.dispatchId}) of job ${jobId}`);
     } while (Date.now() < deadline);
-    return null;
+    return none('no-task');
   }
 
   /** Reports a task done with the number of examples trained on; retries until the master replies. */
@@ -152,6 +190,17 @@ export class MasterClient {
   /** Hands a task back unfinished (preemption): it returns to todo with no failure counted. */
   handBack(task: TaskMessage, options?: ReportOptions): Promise<TaskReportReply> {
     return this.report(task, { outcome: 'returned' }, options);
+  }
+
+  /**
+   * Claims again a task this trainer holds, so the master restarts its deadline: a long task,
+   * or one waiting for the parameter servers, is not re-queued while its trainer lives.
+   * `stale` or `stopped` means the task is no longer this trainer's (the master re-queued it
+   * or the job stopped); `unreachable` that the master did not answer within the claim budget.
+   */
+  async renewClaim(task: TaskMessage, options: { signal?: AbortSignal } = {}): Promise<ClaimRenewal> {
+    const reply = await this.claim(task, options.signal);
+    return reply ?? { ok: false, reason: 'unreachable' };
   }
 
   /**

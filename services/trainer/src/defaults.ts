@@ -12,11 +12,35 @@ export const STATUS_UPDATE_INTERVAL_MS = 2_000;
 /** Window over which samples per second are measured. */
 export const THROUGHPUT_WINDOW_MS = 10_000;
 
-/** How long one parameter pull waits for the version it needs before it is asked again. */
-export const PULL_WAIT_MS = 30_000;
+/**
+ * How long one parameter pull waits for the version it needs before it is asked again; each
+ * time it runs out the shards' versions are checked, so a shard that came back from a restart
+ * at an older version is noticed within this.
+ */
+export const PULL_WAIT_MS = 10_000;
 
 /** How long a preempted trainer keeps trying to hand its task back to the master. */
 export const HAND_BACK_BUDGET_MS = 10_000;
+
+/**
+ * How long the parameter servers may keep failing calls (restarting, shutting down, loading a
+ * checkpoint) before the task in hand is reported failed; counted from the first failure the
+ * client hands up, after its own retries.
+ */
+export const PSERVER_OUTAGE_BUDGET_MS = 30_000;
+
+/**
+ * How often a trainer in the sync quorum joins it again while it holds a task: a sign of life
+ * well inside the parameter servers' member TTL, which also re-admits it on a shard that
+ * restarted and forgot its members.
+ */
+export const QUORUM_HEARTBEAT_MS = 2_000;
+
+/** Shortest pause between renewals of a task's claim (the master restarts its deadline). */
+export const CLAIM_RENEW_MIN_MS = 1_000;
+
+/** Pause before asking again for a task of a job that has `trainers.max` trainers at work. */
+export const FULL_JOB_RETRY_MS = 5_000;
 
 /** First pause after a parameter server call failed outright; doubles per retry. */
 export const PSERVER_RETRY_BACKOFF_MS = 250;

@@ -28,3 +28,19 @@ export class GradientRetriesExhaustedError extends Error {
     );
   }
 }
+
+/** The parameter servers stayed unreachable longer than the trainer's outage budget. */
+export class PserverOutageError extends Error {
+  override readonly name = 'PserverOutageError';
+  constructor(
+    readonly outageMs: number,
+    readonly budgetMs: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `parameter servers unreachable for ${outageMs} ms (budget ${budgetMs} ms)` +
+        (options?.cause instanceof Error ? `: ${options.cause.message}` : ''),
+      options,
+    );
+  }
+}

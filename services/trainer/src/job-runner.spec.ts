@@ -24,7 +24,7 @@ import {
 } from '#libs/messaging';
 import { KvShardDirectory, ShardedPserverClient, shardKey } from '#libs/pserver-client';
 import { loadIndex, writeRecordFile, type ChunkMeta } from '#libs/recordio';
-import { startShards, type RunningShard } from '../../pserver/src/in-process-shards.js';
+import { startShard, startShards, type RunningShard } from '../../pserver/src/in-process-shards.js';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { JobDirectory } from './job-directory.js';
 import { JobRunner, type TrainerLogger } from './job-runner.js';
@@ -283,5 +283,44 @@ describe('trainer job runner (real NATS, real parameter servers)', () => {
     await worker.stop();
     directory.stop();
     expect(states.at(-1)).toMatchObject({ state: 'idle', jobId: undefined });
+  });
+
+  it('trainer - a parameter server restarted mid-task is waited for; the task still ends done', async () => {
+    const spec = await setUpJob('restart');
+    const stop = new AbortController();
+    const preempt = new AbortController();
+    let minibatches = 0;
+    let restarted: Promise<void> | undefined;
+    // Shard 1 goes down during the fourth minibatch and comes back on the same address.
+    const createLearner = () => {
+      const learner = new TfjsLearner();
+      const train = learner.train.bind(learner);
+      learner.train = (batch) => {
+        minibatches += 1;
+        if (minibatches === 4) {
+          restarted = (async () => {
+            const port = Number(shards[1]!.address.split(':').pop());
+            await shards[1]!.stop();
+            await new Promise((r) => setTimeout(r, 500));
+            shards[1] = await startShard({ shard: 1, dataDir: join(dir, 'pserver', 'shard-1'), port });
+          })();
+        }
+        return train(batch);
+      };
+      return learner;
+    };
+    const run = makeRunner('trainer-4', undefined, createLearner).run(spec, {
+      stop: stop.signal,
+      preempt: preempt.signal,
+    });
+    await master.dispatch('restart', 0, taskChunks(0, 6));
+    const [report] = await master.waitReports('restart', 1);
+    expect(report).toMatchObject({ taskId: 0, outcome: 'done', samples: 18, trainerId: 'trainer-4' });
+    await restarted;
+    // Every minibatch was one step on each shard, the restart notwithstanding.
+    const status = await pserverStatus('restart');
+    expect(status.map((s) => s.jobs[0]?.version)).toEqual([5, 5]);
+    stop.abort();
+    await expect(run).resolves.toBe('stopped');
   });
 });

@@ -3,25 +3,29 @@ import type { Learner } from '#libs/learner';
 import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
 import type { LineLogger, MemberStatus } from '#libs/messaging';
 import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient } from '#libs/pserver-client';
-import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
+import { InterruptedError, afterAbort, sleep, unlessAborted } from './abort-race.js';
 import {
+  FULL_JOB_RETRY_MS,
   HAND_BACK_BUDGET_MS,
   IDLE_TASK_WAIT_MS,
   PROGRESS_LOG_INTERVAL_MS,
   STATUS_UPDATE_INTERVAL_MS,
   THROUGHPUT_WINDOW_MS,
 } from './defaults.js';
+import { PserverOutageError } from './errors.js';
 import { MinibatchReader, type ChunkSource } from './minibatch-reader.js';
+import { QuorumMembership } from './quorum-membership.js';
+import { TaskLease } from './task-lease.js';
 import { ThroughputMeter } from './throughput.js';
 import { TrainingLoop, type TaskOutcome, type TaskSignals } from './training-loop.js';
 
 /** The master calls a job runner makes (a `MasterClient`). */
-export type TaskSource = Pick<MasterClient, 'nextTask' | 'reportDone' | 'reportFailed' | 'handBack'>;
+export type TaskSource = Pick<MasterClient, 'pullTask' | 'renewClaim' | 'reportDone' | 'reportFailed' | 'handBack'>;
 
 /** The parameter server calls a job runner makes (a `ShardedPserverClient`). */
 export type JobParameterClient = Pick<
   ShardedPserverClient,
-  'initialize' | 'join' | 'leave' | 'pushGradients' | 'pullParams'
+  'initialize' | 'join' | 'leave' | 'pushGradients' | 'pullParams' | 'status'
 >;
 
 /** A connection to a job's parameter servers, and how to let it go. */
@@ -52,6 +56,14 @@ export interface JobRunnerDeps {
   statusUpdateIntervalMs?: number;
   handBackBudgetMs?: number;
   pullWaitMs?: number;
+  /** How long the parameter servers may stay unreachable before a task fails. */
+  pserverOutageBudgetMs?: number;
+  /** How often to join the quorum again while joined (a sign of life). */
+  quorumHeartbeatMs?: number;
+  /** Pause before asking again for a task of a job that has `trainers.max` trainers at work. */
+  fullJobRetryMs?: number;
+  /** Shortest pause between renewals of a task's claim. */
+  claimRenewMinMs?: number;
 }
 
 /** Why `run` returned: the job stopped, or the trainer was preempted. */
@@ -59,10 +71,13 @@ export type JobRunEnd = 'stopped' | 'preempted';
 
 /**
  * Serves one job until it stops or the trainer is preempted: builds the learner, takes part in
- * the parameter servers' initialisation, then pulls, trains and reports tasks one at a time.
- * It joins the sync quorum while it holds a task and leaves it when no task came for a while.
- * On stop the current task is dropped; on preemption the current minibatch is finished and the
- * task handed back. Everything is released before it returns.
+ * the parameter servers' initialisation (or, joining a job under way, finds it done and pulls
+ * the current parameters), then pulls, trains and reports tasks one at a time. It joins the
+ * sync quorum while it holds a task (counted from the next version, with a heartbeat) and
+ * leaves it when no task came for a while or the job has `trainers.max` trainers at work. The
+ * claim of the task in hand is renewed while the trainer works on it. On stop the current task
+ * is dropped; on preemption the current minibatch is finished and the task handed back.
+ * Everything is released before it returns.
  */
 export class JobRunner {
   private readonly idleTaskWaitMs: number;
@@ -88,7 +103,7 @@ export class JobRunner {
     ]);
     const learner = this.deps.createLearner();
     let pservers: PserverConnection | undefined;
-    let joined = false;
+    let membership: QuorumMembership | undefined;
     try {
       await learner.initialize({ model: spec.model, layout: spec.dataset.layout, seed: spec.training.seed });
       const initial = await learner.getParams();
@@ -108,36 +123,62 @@ export class JobRunner {
       logger.log(`job ${jobId}: parameters ${elected ? 'initialised by this trainer' : 'initialised'}; training`);
       this.deps.status?.({ state: 'idle', jobId, taskId: undefined, samplesPerSecond: 0 });
 
+      const quorum = new QuorumMembership(ps, {
+        heartbeatMs: this.deps.quorumHeartbeatMs,
+        onHeartbeatError: (err) => logger.warn(`job ${jobId}: quorum heartbeat failed: ${err.message}`),
+      });
+      membership = quorum;
       const reporter = new ProgressReporter(jobId, this.deps);
       const loop = new TrainingLoop(learner, ps, {
         mode: spec.training.mode,
         maxGradientRetries: spec.training.maxGradientRetries,
         pullWaitMs: this.deps.pullWaitMs,
+        outageBudgetMs: this.deps.pserverOutageBudgetMs,
         onMinibatch: (samples, versions) => reporter.minibatch(samples, versions),
         onWait: (message) => logger.log(`job ${jobId}: ${message}`),
+        onReconnect: async () => {
+          logger.log(`job ${jobId}: parameter servers answer again; rejoining the quorum`);
+          await quorum.refresh().catch((err: Error) => logger.warn(`job ${jobId}: rejoining failed: ${err.message}`));
+        },
       });
       const reader = new MinibatchReader({
         batchSize: spec.training.batchSize,
         layout: spec.dataset.layout,
         readChunk: this.deps.readChunk,
       });
+      let full = false;
 
       for (;;) {
         if (signals.stop.aborted) return 'stopped';
         if (signals.preempt.aborted) return 'preempted';
-        const task = await this.deps.master.nextTask(jobId, { timeoutMs: this.idleTaskWaitMs, signal: either });
-        if (task === null) {
-          if (joined) {
-            joined = false;
-            await ps.leave();
+        const pulled = await this.deps.master.pullTask(jobId, { timeoutMs: this.idleTaskWaitMs, signal: either });
+        if (pulled.kind === 'none') {
+          // Stopped or preempted: the loop ends above, and leaving happens on the way out.
+          if (pulled.reason === 'aborted') continue;
+          if (quorum.isJoined) {
+            await quorum.leave();
             this.deps.status?.({ state: 'idle', taskId: undefined, samplesPerSecond: 0 });
             logger.log(`job ${jobId}: no task for now; left the quorum`);
           }
+          if (pulled.reason === 'full') {
+            // Asking again at once would only bounce tasks off the master.
+            if (!full) {
+              full = true;
+              this.deps.status?.({ state: 'waiting', taskId: undefined, samplesPerSecond: 0 });
+              logger.log(`job ${jobId}: the job has trainers.max (${spec.trainers.max}) trainers at work; waiting`);
+            }
+            await sleep(this.deps.fullJobRetryMs ?? FULL_JOB_RETRY_MS, either);
+          }
           continue;
         }
-        if (!joined) {
+        const task = pulled.task;
+        if (full) {
+          full = false;
+          logger.log(`job ${jobId}: admitted`);
+        }
+        if (!quorum.isJoined) {
           try {
-            await ps.join();
+            await quorum.join();
           } catch (err) {
             // Not the task's fault: it goes back to the master at once, uncounted.
             await this.deps.master
@@ -145,10 +186,22 @@ export class JobRunner {
               .catch(() => undefined);
             throw err;
           }
-          joined = true;
         }
+        const lease = new TaskLease(this.deps.master, task, {
+          minRenewMs: this.deps.claimRenewMinMs,
+          onLost: (reason) =>
+            logger.warn(`job ${jobId} task ${task.taskId} (epoch ${task.epoch}): no longer ours (${reason})`),
+        });
         reporter.startTask(task);
-        const outcome = await loop.runTask(task, reader, signals);
+        let outcome: TaskOutcome;
+        try {
+          outcome = await loop.runTask(task, reader, {
+            stop: AbortSignal.any([signals.stop, lease.lost]),
+            preempt: signals.preempt,
+          });
+        } finally {
+          lease.end();
+        }
         const end = await this.settle(task, outcome, signals, settleSignal);
         if (end !== undefined) return end;
       }
@@ -156,8 +209,8 @@ export class JobRunner {
       if (err instanceof InterruptedError) return signals.preempt.aborted ? 'preempted' : 'stopped';
       throw err;
     } finally {
-      if (joined && pservers !== undefined) {
-        await pservers.client
+      if (membership !== undefined) {
+        await membership
           .leave()
           .catch((err: Error) => logger.warn(`job ${jobId}: leaving the quorum failed: ${err.message}`));
       }
@@ -189,13 +242,24 @@ export class JobRunner {
           await master.reportFailed(task, outcome.error, { signal });
           // A parameter server that failed outright may have restarted without the job's state:
           // the caller sets the job up again.
-          if (outcome.cause instanceof ShardCallError || outcome.cause instanceof PserverError) throw outcome.cause;
+          if (
+            outcome.cause instanceof ShardCallError ||
+            outcome.cause instanceof PserverError ||
+            outcome.cause instanceof PserverOutageError
+          ) {
+            throw outcome.cause;
+          }
           return undefined;
         case 'returned':
           logger.log(`${what}: preempted after ${outcome.samples} samples; handing it back`);
           await master.handBack(task, { signal });
           return 'preempted';
         case 'abandoned':
+          if (!signals.stop.aborted) {
+            // The master took the task back (its renewal was refused): nothing to report.
+            logger.log(`${what}: dropped after ${outcome.samples} samples; the master re-queued it`);
+            return undefined;
+          }
           logger.log(`${what}: job stopped; task dropped`);
           return 'stopped';
       }

@@ -1,5 +1,10 @@
 import { env, type EnvSpec } from '#libs/config';
-import { IDLE_TASK_WAIT_MS, PROGRESS_LOG_INTERVAL_MS } from './defaults.js';
+import {
+  IDLE_TASK_WAIT_MS,
+  PROGRESS_LOG_INTERVAL_MS,
+  PSERVER_OUTAGE_BUDGET_MS,
+  QUORUM_HEARTBEAT_MS,
+} from './defaults.js';
 
 /** The trainer's own settings. */
 export interface TrainerConfig {
@@ -9,6 +14,16 @@ export interface TrainerConfig {
   idleTaskWaitMs: number;
   /** How often a progress line is logged while training (`TRAINER_PROGRESS_INTERVAL_MS`). */
   progressLogIntervalMs: number;
+  /**
+   * How long the parameter servers may stay unreachable before the task in hand is reported
+   * failed (`TRAINER_PSERVER_OUTAGE_BUDGET_MS`).
+   */
+  pserverOutageBudgetMs: number;
+  /**
+   * How often a trainer holding a task joins the sync quorum again as a sign of life
+   * (`TRAINER_QUORUM_HEARTBEAT_MS`); keep it well under the pservers' `PSERVER_MEMBER_TTL_MS`.
+   */
+  quorumHeartbeatMs: number;
 }
 
 /** Environment fields of the trainer. */
@@ -19,4 +34,9 @@ export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
     'TRAINER_PROGRESS_INTERVAL_MS',
     env.int({ default: PROGRESS_LOG_INTERVAL_MS, min: 1_000, max: 3_600_000 }),
   ],
+  pserverOutageBudgetMs: [
+    'TRAINER_PSERVER_OUTAGE_BUDGET_MS',
+    env.int({ default: PSERVER_OUTAGE_BUDGET_MS, min: 0, max: 3_600_000 }),
+  ],
+  quorumHeartbeatMs: ['TRAINER_QUORUM_HEARTBEAT_MS', env.int({ default: QUORUM_HEARTBEAT_MS, min: 100, max: 600_000 })],
 };

@@ -30,6 +30,8 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       backend: 'cpu',
       idleTaskWaitMs: 1_000,
       progressLogIntervalMs: 10_000,
+      pserverOutageBudgetMs: 60_000,
+      quorumHeartbeatMs: 2_000,
     } satisfies TrainerConfig & Record<string, unknown>;
     const app = await NestFactory.createApplicationContext(
       { module: class Root {}, imports: [ConnectionsModule.forRoot(config, 'trainer'), TrainerModule.forRoot(config)] },

@@ -78,6 +78,8 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       status: (patch) => beacon.update(patch),
       idleTaskWaitMs: this.config.idleTaskWaitMs,
       progressLogIntervalMs: this.config.progressLogIntervalMs,
+      pserverOutageBudgetMs: this.config.pserverOutageBudgetMs,
+      quorumHeartbeatMs: this.config.quorumHeartbeatMs,
     });
     this.worker = new TrainerWorker({
       directory: this.directory,

@@ -1,13 +1,17 @@
 import type { Batch, Learner, NamedTensor } from '#libs/learner';
 import type { ClaimedTask } from '#libs/master-client';
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
+  InvalidGradientError,
   PserverTimeoutError,
+  PserverUnavailableError,
   ShardCallError,
   StaleGradientError,
   type PulledParams,
   type PushOutcome,
+  type StatusReply,
 } from '#libs/pserver-client';
-import { GradientRetriesExhaustedError } from './errors.js';
+import { GradientRetriesExhaustedError, PserverOutageError } from './errors.js';
 import { MinibatchReader } from './minibatch-reader.js';
 import { TrainingLoop, type ParameterService } from './training-loop.js';
 
@@ -44,14 +48,23 @@ class FakePserver implements ParameterService {
   version = 3;
   staleRefusals = 0;
   pullTimeouts = 0;
+  /** Calls (pull or push) that fail as if the shard were down. */
+  unavailable = 0;
+  /** Pushes that fail with an error that does not pass by itself. */
+  invalid = 0;
   readonly pulls: (number | readonly number[])[] = [];
   readonly pushes: number[] = [];
 
   async pullParams(minVersion: number | readonly number[] = 0): Promise<PulledParams> {
     this.pulls.push(minVersion);
-    if (this.pullTimeouts > 0) {
-      this.pullTimeouts -= 1;
-      throw new ShardCallError('pullParams', [new PserverTimeoutError('wait', 0, 4, '')]);
+    if (this.unavailable > 0) {
+      this.unavailable -= 1;
+      throw down('pullParams');
+    }
+    const min = typeof minVersion === 'number' ? minVersion : minVersion[0]!;
+    if (this.pullTimeouts > 0 || min > this.version) {
+      this.pullTimeouts = Math.max(0, this.pullTimeouts - 1);
+      throw new ShardCallError('pullParams', [new PserverTimeoutError('wait', 0, 4, 'wait-timeout')]);
     }
     const tensors = [{ name: 'w', dtype: 'float32' as const, shape: [1], data: new Float32Array([this.version]) }];
     return { tensors, versions: [this.version], version: this.version, consistent: true };
@@ -60,6 +73,18 @@ class FakePserver implements ParameterService {
   async pushGradients(versions: number | readonly number[], _samples: number): Promise<PushOutcome> {
     const pushed = typeof versions === 'number' ? versions : versions[0]!;
     this.pushes.push(pushed);
+    if (this.unavailable > 0) {
+      this.unavailable -= 1;
+      throw down('pushGradients');
+    }
+    if (this.invalid > 0) {
+      this.invalid -= 1;
+      throw new ShardCallError('pushGradients', [new InvalidGradientError('bad', 0, GrpcStatus.INVALID_ARGUMENT, '')]);
+    }
+    if (pushed !== this.version) {
+      const stale = new StaleGradientError('stale', 0, pushed, this.version);
+      return { versions: [this.version], accepted: [false], stale: [stale] };
+    }
     if (this.staleRefusals > 0) {
       this.staleRefusals -= 1;
       this.version += 1;
@@ -69,6 +94,25 @@ class FakePserver implements ParameterService {
     this.version += 1;
     return { versions: [this.version], accepted: [true], stale: [] };
   }
+
+  async status(): Promise<StatusReply[]> {
+    const job = {
+      jobId: 'j',
+      version: this.version,
+      members: [],
+      initialized: true,
+      pendingPushes: 0,
+      mode: 'sync',
+      tensors: 1,
+    };
+    return [{ shard: 0, jobs: [job] }];
+  }
+}
+
+function down(operation: string): ShardCallError {
+  return new ShardCallError(operation, [
+    new PserverUnavailableError('connection refused', 0, GrpcStatus.UNAVAILABLE, ''),
+  ]);
 }
 
 const never = new AbortController().signal;
@@ -212,5 +256,119 @@ describe('training loop', () => {
     const loop = new TrainingLoop(new FakeLearner(), ps, { mode: 'sync', maxGradientRetries: 1 });
     const outcome = await loop.runTask(task(2), readerOf(2), { stop: never, preempt: never });
     expect(outcome).toMatchObject({ kind: 'failed', samples: 0, error: expect.stringMatching(/refused 2 times/) });
+  });
+
+  it('training loop - a parameter server briefly away is waited for, then the quorum is joined again', async () => {
+    const learner = new FakeLearner();
+    const ps = new FakePserver();
+    const waits: string[] = [];
+    let reconnects = 0;
+    const loop = new TrainingLoop(learner, ps, {
+      mode: 'sync',
+      maxGradientRetries: 0,
+      retryBackoffMs: 1,
+      onWait: (m) => waits.push(m),
+      onReconnect: () => {
+        reconnects += 1;
+      },
+    });
+    await loop.trainMinibatch(BATCH, never);
+    // The next pull and the retried push fail as if the shard were restarting.
+    ps.unavailable = 2;
+    await expect(loop.trainMinibatch(BATCH, never)).resolves.toBe('pushed');
+    expect(reconnects).toBe(1);
+    expect(waits.filter((w) => w.includes('unavailable'))).toHaveLength(2);
+    expect(ps.pushes).toEqual([3, 4]);
+    // Not counted as refusals: maxGradientRetries is 0 and the minibatch still went through.
+    expect(loop.versions).toEqual([4]);
+  });
+
+  it('training loop - a push that failed while a shard was away is recomputed on its current parameters', async () => {
+    const learner = new FakeLearner();
+    const ps = new FakePserver();
+    const loop = new TrainingLoop(learner, ps, { mode: 'sync', maxGradientRetries: 0, retryBackoffMs: 1 });
+    const push = ps.pushGradients.bind(ps);
+    let first = true;
+    ps.pushGradients = async (v, n) => {
+      if (first) {
+        first = false;
+        ps.pushes.push(typeof v === 'number' ? v : v[0]!);
+        throw down('pushGradients');
+      }
+      return push(v, n);
+    };
+    await expect(loop.trainMinibatch(BATCH, never)).resolves.toBe('pushed');
+    expect(ps.pulls).toEqual([0, [0]]);
+    expect(learner.calls).toEqual(['setParams 3', 'train 0', 'setParams 3', 'train 0']);
+  });
+
+  it('training loop - parameter servers away longer than the budget fail the minibatch', async () => {
+    const ps = new FakePserver();
+    ps.unavailable = 1_000;
+    const loop = new TrainingLoop(new FakeLearner(), ps, {
+      mode: 'sync',
+      maxGradientRetries: 5,
+      retryBackoffMs: 5,
+      outageBudgetMs: 40,
+    });
+    const err = await loop.trainMinibatch(BATCH, never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PserverOutageError);
+    expect((err as PserverOutageError).cause).toBeInstanceOf(ShardCallError);
+  });
+
+  it('training loop - an error that does not pass by itself fails the minibatch at once', async () => {
+    const ps = new FakePserver();
+    ps.invalid = 1;
+    const loop = new TrainingLoop(new FakeLearner(), ps, { mode: 'sync', maxGradientRetries: 5 });
+    await expect(loop.trainMinibatch(BATCH, never)).rejects.toBeInstanceOf(ShardCallError);
+    expect(ps.pushes).toHaveLength(1);
+  });
+
+  it('training loop - a shard back at an older version refuses the push and is followed down', async () => {
+    const learner = new FakeLearner();
+    const ps = new FakePserver();
+    const waits: string[] = [];
+    const loop = new TrainingLoop(learner, ps, { mode: 'sync', maxGradientRetries: 0, onWait: (m) => waits.push(m) });
+    await loop.trainMinibatch(BATCH, never);
+    // Restarted from a checkpoint at version 2 after the trainer pulled version 4.
+    const push = ps.pushGradients.bind(ps);
+    ps.pushGradients = async (v, n) => {
+      if (ps.pushes.length === 1) ps.version = 2;
+      return push(v, n);
+    };
+    await expect(loop.trainMinibatch(BATCH, never)).resolves.toBe('pushed');
+    expect(ps.pushes).toEqual([3, 4, 2]);
+    expect(ps.pulls).toEqual([0, [4], [2]]);
+    expect(loop.versions).toEqual([2]);
+    expect(waits.some((w) => /went back to version\(s\) 2/.test(w))).toBe(true);
+  });
+
+  it('training loop - a pull waiting for a step a restarted shard will never take follows the shard down', async () => {
+    const learner = new FakeLearner();
+    const ps = new FakePserver();
+    const loop = new TrainingLoop(learner, ps, { mode: 'sync', maxGradientRetries: 0, onWait: () => undefined });
+    await loop.trainMinibatch(BATCH, never);
+    await loop.trainMinibatch(BATCH, never);
+    // The trainer now needs version 5; the shard restarted at version 1.
+    ps.version = 1;
+    await expect(loop.trainMinibatch(BATCH, never)).resolves.toBe('pushed');
+    expect(ps.pulls).toEqual([0, [4], [5], [1]]);
+    expect(ps.pushes.at(-1)).toBe(1);
+  });
+
+  it('training loop - a task whose shard is away until preemption is handed back', async () => {
+    const preempt = new AbortController();
+    const ps = new FakePserver();
+    ps.unavailable = 1_000;
+    const loop = new TrainingLoop(new FakeLearner(), ps, {
+      mode: 'sync',
+      maxGradientRetries: 0,
+      retryBackoffMs: 1,
+      onWait: () => preempt.abort(),
+    });
+    await expect(loop.runTask(task(3), readerOf(3), { stop: never, preempt: preempt.signal })).resolves.toEqual({
+      kind: 'returned',
+      samples: 0,
+    });
   });
 });

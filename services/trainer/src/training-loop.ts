@@ -1,14 +1,15 @@
 import type { Batch, Learner } from '#libs/learner';
 import type { ClaimedTask } from '#libs/master-client';
-import { PserverTimeoutError, ShardCallError, type ShardedPserverClient } from '#libs/pserver-client';
+import { PserverTimeoutError, ShardCallError, type PushOutcome, type ShardedPserverClient } from '#libs/pserver-client';
 import type { TrainingMode } from '#libs/job-spec';
-import { PSERVER_RETRY_BACKOFF_MS, PSERVER_RETRY_MAX_BACKOFF_MS, PULL_WAIT_MS } from './defaults.js';
+import { PULL_WAIT_MS } from './defaults.js';
 import { InterruptedError, sleep, unlessAborted } from './abort-race.js';
 import { GradientRetriesExhaustedError } from './errors.js';
 import type { MinibatchReader } from './minibatch-reader.js';
+import { PserverOutage, failedShards, isTransientPserverFailure } from './pserver-outage.js';
 
 /** The calls the training loop makes on the parameter servers (a `ShardedPserverClient`). */
-export type ParameterService = Pick<ShardedPserverClient, 'pushGradients' | 'pullParams'>;
+export type ParameterService = Pick<ShardedPserverClient, 'pushGradients' | 'pullParams' | 'status'>;
 
 /** How a task ended. */
 export type TaskOutcome =
@@ -34,12 +35,19 @@ export interface TrainingLoopOptions {
   maxGradientRetries: number;
   /** How long one pull waits for the version it needs before asking again. */
   pullWaitMs?: number;
-  /** First pause after a push that failed outright (not a stale refusal). */
+  /** First pause after a call the parameter servers did not answer (not a stale refusal). */
   retryBackoffMs?: number;
+  /** How long the parameter servers may stay unreachable before the task fails. */
+  outageBudgetMs?: number;
   /** Called after each minibatch the parameter servers took. */
   onMinibatch?: (samples: number, versions: readonly number[]) => void;
-  /** Called when a pull had to wait longer than `pullWaitMs`, and before each retry of a failed push. */
+  /** Called when a pull had to wait longer than `pullWaitMs`, and before each retry of a failed call. */
   onWait?: (message: string) => void;
+  /**
+   * Called when the parameter servers answer again after an outage, before training goes on: a
+   * shard that restarted has forgotten its quorum, so the trainer joins it again here.
+   */
+  onReconnect?: () => Promise<void> | void;
 }
 
 /** What one minibatch came to. */
@@ -47,6 +55,11 @@ type StepResult = 'pushed' | 'interrupted';
 
 function sameVersions(a: readonly number[] | undefined, b: readonly number[]): boolean {
   return a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+/** One version for every shard: the shards step together, so a pull should not mix steps. */
+function uniform(versions: number | readonly number[]): boolean {
+  return typeof versions === 'number' || versions.every((v) => v === versions[0]);
 }
 
 /**
@@ -57,18 +70,26 @@ function sameVersions(a: readonly number[] | undefined, b: readonly number[]): b
  * Parameters are pulled again only when the versions the learner holds are not enough: after a
  * synchronous push the next minibatch needs the step that push was part of (version + 1), after
  * an asynchronous push the version the push produced, after a refusal the version that refused it.
+ *
+ * Parameter servers that are briefly away (restarting, shutting down) are waited for with
+ * doubling pauses, up to `outageBudgetMs`; then the parameters of the shards that were away are
+ * taken as they are. A shard that came back at an older version than this trainer knew (it
+ * resumed from its last checkpoint) is followed down to that version instead of waited for.
  */
 export class TrainingLoop {
-  /** Shard versions of the parameters the learner holds; undefined before the first pull. */
+  /** Shard versions of the parameters the learner holds; undefined when they must be pulled. */
   private held: number[] | undefined;
   /** Shard versions the next minibatch needs at least. */
   private needed: number[] | number = 0;
+  private readonly outage: PserverOutage;
 
   constructor(
     private readonly learner: Learner,
     private readonly params: ParameterService,
     private readonly options: TrainingLoopOptions,
-  ) {}
+  ) {
+    this.outage = new PserverOutage({ budgetMs: options.outageBudgetMs, initialBackoffMs: options.retryBackoffMs });
+  }
 
   /** Shard versions of the parameters the learner holds (empty before the first pull). */
   get versions(): readonly number[] {
@@ -100,13 +121,14 @@ export class TrainingLoop {
 
   /**
    * Trains on one minibatch until the parameter servers take its update. Returns `interrupted`
-   * when the signal fired while waiting for parameters (nothing was pushed).
-   * @throws GradientRetriesExhaustedError after too many refusals; pserver errors otherwise.
+   * when the signal fired while waiting for parameters or for the parameter servers (nothing
+   * was pushed).
+   * @throws GradientRetriesExhaustedError after too many refusals; PserverOutageError when the
+   * parameter servers stayed away too long; other pserver errors as they come.
    */
   async trainMinibatch(batch: Batch, signal: AbortSignal): Promise<StepResult> {
     const { maxGradientRetries } = this.options;
     let refusals = 0;
-    let backoffMs = this.options.retryBackoffMs ?? PSERVER_RETRY_BACKOFF_MS;
     for (;;) {
       try {
         await this.refresh(signal);
@@ -117,21 +139,21 @@ export class TrainingLoop {
       await this.learner.train(batch);
       const update = this.learner.getUpdate();
       const held = this.held!;
-      let outcome;
+      let outcome: PushOutcome;
       try {
-        outcome = await this.params.pushGradients(held, batch.size, update);
+        outcome = await this.params.pushGradients(held, batch.size, update, { signal });
       } catch (err) {
-        if (!(err instanceof ShardCallError)) throw err;
-        refusals += 1;
-        if (refusals > maxGradientRetries)
-          throw new GradientRetriesExhaustedError(refusals, maxGradientRetries, { cause: err });
-        this.options.onWait?.(`push failed (${err.message}); retrying in ${backoffMs} ms`);
-        await sleep(backoffMs, signal);
-        backoffMs = Math.min(PSERVER_RETRY_MAX_BACKOFF_MS, backoffMs * 2);
-        this.needed = held;
+        if (!isTransientPserverFailure(err)) throw err;
+        await this.pause(err, signal);
+        if (signal.aborted) return 'interrupted';
+        // Whether the shards that were away took the push is unknown: their parameters are
+        // taken as they are once they answer, and the minibatch is recomputed.
+        const failed = failedShards(err);
+        this.needed = held.map((v, k) => (failed.has(k) ? 0 : v));
         this.held = undefined;
         continue;
       }
+      await this.reconnected();
       if (outcome.stale.length === 0) {
         this.needed =
           this.options.mode === 'sync'
@@ -139,6 +161,19 @@ export class TrainingLoop {
             : held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
         this.options.onMinibatch?.(batch.size, held);
         return 'pushed';
+      }
+      const staleShards = new Set(outcome.stale.map((e) => e.shard));
+      // A shard behind the version this push was computed from restarted from an older
+      // checkpoint: follow it down (not the trainer's fault, so no refusal is counted).
+      const behind = held.map((v, k) => staleShards.has(k) && (outcome.versions[k] ?? v) < v);
+      if (behind.some((b) => b)) {
+        this.options.onWait?.(
+          `shard(s) ${behind.flatMap((b, k) => (b ? [k] : [])).join(', ')} went back to version(s) ` +
+            `${behind.flatMap((b, k) => (b ? [outcome.versions[k]] : [])).join(', ')}; following`,
+        );
+        this.needed = held.map((v, k) => (behind[k] ? outcome.versions[k]! : Math.max(v, outcome.versions[k] ?? 0)));
+        this.held = undefined;
+        continue;
       }
       refusals += 1;
       if (refusals > maxGradientRetries) {
@@ -158,22 +193,74 @@ export class TrainingLoop {
       if (signal.aborted) throw new InterruptedError();
       let pulled;
       try {
-        pulled = await unlessAborted(this.params.pullParams(needed, { waitMs }), signal);
+        pulled = await unlessAborted(
+          this.params.pullParams(this.needed, { waitMs, sameVersion: uniform(this.needed), signal }),
+          signal,
+        );
       } catch (err) {
+        if (err instanceof InterruptedError) throw err;
         if (
           err instanceof ShardCallError &&
           err.errors.every((e) => e === undefined || e instanceof PserverTimeoutError)
         ) {
-          this.options.onWait?.(`still waiting for parameter version ${JSON.stringify(needed)}`);
+          this.options.onWait?.(`still waiting for parameter version ${JSON.stringify(this.needed)}`);
+          await this.followRestartedShards();
           continue;
         }
-        throw err;
+        if (!isTransientPserverFailure(err)) throw err;
+        await this.pause(err, signal);
+        const failed = failedShards(err);
+        const current = this.needed;
+        if (typeof current !== 'number') this.needed = current.map((v, k) => (failed.has(k) ? 0 : v));
+        continue;
       }
+      await this.reconnected();
       if (!sameVersions(this.held, pulled.versions)) {
         this.learner.setParams(pulled.tensors);
         this.held = [...pulled.versions];
       }
       return;
     }
+  }
+
+  /**
+   * After a pull ran out of time: a shard whose version is below what this trainer waits for
+   * (below the step in progress, in synchronous mode) came back from a restart at an older
+   * checkpoint and will never reach it; wait for its current version instead.
+   */
+  private async followRestartedShards(): Promise<void> {
+    const needed = this.needed;
+    if (typeof needed === 'number') return;
+    let versions: (number | undefined)[];
+    try {
+      const replies = await this.params.status();
+      versions = replies.map((r) => r.jobs[0]?.version);
+    } catch {
+      // The next pull says what is wrong.
+      return;
+    }
+    const slack = this.options.mode === 'sync' ? 1 : 0;
+    const behind = needed.map((v, k) => versions[k] !== undefined && versions[k] < v - slack);
+    if (!behind.some((b) => b)) return;
+    this.options.onWait?.(
+      `shard(s) ${behind.flatMap((b, k) => (b ? [k] : [])).join(', ')} went back to version(s) ` +
+        `${behind.flatMap((b, k) => (b ? [versions[k]] : [])).join(', ')}; following`,
+    );
+    this.needed = needed.map((v, k) => (behind[k] ? versions[k]! : v));
+  }
+
+  /**
+   * Notes a call the parameter servers did not answer and waits before the next try.
+   * @throws PserverOutageError once they have been away longer than the budget.
+   */
+  private async pause(err: Error, signal: AbortSignal): Promise<void> {
+    const pauseMs = this.outage.failed(err);
+    this.options.onWait?.(`parameter servers unavailable (${err.message}); retrying in ${pauseMs} ms`);
+    await sleep(pauseMs, signal);
+  }
+
+  /** Notes a call that went through; after an outage, lets the caller join the quorum again. */
+  private async reconnected(): Promise<void> {
+    if (this.outage.recovered()) await this.options.onReconnect?.();
   }
 }
