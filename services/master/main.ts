@@ -1,10 +1,12 @@
 import { runService } from '#libs/service-runtime';
 import { MASTER_CONFIG } from './src/master-config.js';
 import { MasterModule } from './src/master.module.js';
+import { MasterOffice } from './src/master-office.js';
 
 runService({
   role: 'master',
   config: MASTER_CONFIG,
   module: (config) => MasterModule.forRoot(config),
-  readyLine: (_app, config) => `master ${config.id} ready (NATS ${config.natsUrl}, Redis ${config.redisUrl})`,
+  readyLine: (app, config) =>
+    `master ${config.id} ready as ${app.get(MasterOffice).role} (NATS ${config.natsUrl}, Redis ${config.redisUrl})`,
 });

@@ -270,7 +270,8 @@ export class LocalCluster {
     this.writeFile();
     const plan: [ServiceRole, number, (i: number) => Record<string, string>][] = [
       ['pserver', this.opts.pservers, (i) => ({ PSERVER_SHARD: String(i), PSERVER_DATA_DIR: join(this.opts.stateDir, `pserver-${i}`) })],
-      ['master', this.opts.masters, () => ({})],
+      // Masters are named after their slot, so `ps`, the logs and the leader lease token agree.
+      ['master', this.opts.masters, (i) => ({ TRIBUTARY_ID: `master-${i}` })],
       ['trainer', this.opts.trainers, () => ({})],
       ['evaluator', this.opts.evaluators, () => ({})],
     ];

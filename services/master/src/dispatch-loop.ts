@@ -1,12 +1,16 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { MasterConfig } from './master-config.js';
 import { JobDirectory } from './job-directory.js';
+import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 import { TrainerCensus } from './trainer-census.js';
 
-/** Every `tickMs`: count trainers, then let each running job expire deadlines and refill its window. */
+/**
+ * Every `tickMs` while the master leads: count trainers, then let each running job expire
+ * deadlines and refill its window.
+ */
 @Injectable()
-export class DispatchLoop implements OnApplicationBootstrap, OnModuleDestroy {
+export class DispatchLoop implements LeaderDuty {
   private readonly logger = new Logger('DispatchLoop');
   private timer: NodeJS.Timeout | undefined;
   private current: Promise<void> = Promise.resolve();
@@ -18,12 +22,13 @@ export class DispatchLoop implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(MASTER_SETTINGS) private readonly settings: MasterConfig,
   ) {}
 
-  onApplicationBootstrap(): void {
+  async takeOffice(): Promise<void> {
+    clearInterval(this.timer);
     this.timer = setInterval(() => this.tick(), this.settings.tickMs);
     this.tick();
   }
 
-  async onModuleDestroy(): Promise<void> {
+  async leaveOffice(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
     await this.current;

@@ -1,8 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import {
+  KV_BUCKETS,
   STREAMS,
   SUBJECTS,
+  decodeJsonObject,
   encodeJson,
   ensureTrainerConsumer,
   publishEvent,
@@ -13,18 +15,19 @@ import {
   type TaskMessage,
 } from '#libs/messaging';
 import { BUCKETS, NATS_CONNECTION } from '#libs/service-runtime';
-import { JobStore } from './job-store.js';
+import { FencedWriteError } from './errors.js';
+import { JobStore, type StoredJob } from './job-store.js';
+import { Leadership } from './leadership.js';
 import { JETSTREAM_MANAGER } from './master-tokens.js';
 import type { QueueChange } from './task-queue.js';
 
 /**
- * Where a job's changes go out: Redis (one atomic write per transition, fenced by `fence`
- * when set), the events subject, the tasks stream and the jobs bucket.
+ * Where a job's changes go out: Redis (one atomic write per transition, fenced by the lease
+ * token of the term that made it), the events subject, the tasks stream and the jobs bucket.
+ * A write the fence refuses makes the master leave office at once.
  */
 @Injectable()
 export class JobChannels {
-  /** The leader's fencing token; every Redis write is refused unless it is current. Unset: unfenced. */
-  fence: string | undefined;
   private readonly js: JetStreamClient;
 
   constructor(
@@ -32,13 +35,25 @@ export class JobChannels {
     @Inject(BUCKETS) private readonly buckets: Buckets,
     @Inject(JETSTREAM_MANAGER) private readonly jsm: JetStreamManager,
     @Inject(JobStore) readonly store: JobStore,
+    @Inject(Leadership) private readonly leadership: Leadership,
   ) {
     this.js = jsm.jetstream();
   }
 
-  /** Persists one transition of a job's queue. */
-  persist(jobId: string, change: QueueChange): Promise<void> {
-    return this.store.applyTransition(jobId, change, this.fence);
+  /**
+   * Persists one transition of a job's queue, fenced with `fence`.
+   * @throws FencedWriteError when `fence` is no longer the leader's token.
+   */
+  persist(jobId: string, change: QueueChange, fence: string): Promise<void> {
+    return this.fenced(this.store.applyTransition(jobId, change, fence));
+  }
+
+  /**
+   * Writes a new job, fenced with `fence`.
+   * @throws FencedWriteError when `fence` is no longer the leader's token.
+   */
+  create(job: StoredJob, fence: string): Promise<void> {
+    return this.fenced(this.store.create(job, fence));
   }
 
   /** Publishes a lifecycle event (fire and forget; the events stream keeps it). */
@@ -56,9 +71,35 @@ export class JobChannels {
     await this.buckets.jobs.put(record.jobId, encodeJson(record));
   }
 
+  /** The state in the job's jobs-bucket entry, or undefined when it has none (or it is unreadable). */
+  async recordState(jobId: string): Promise<string | undefined> {
+    const entry = await this.buckets.jobs.get(jobId);
+    if (entry === null || entry.operation !== 'PUT') return undefined;
+    try {
+      const state = decodeJsonObject(`${KV_BUCKETS.jobs}.${jobId}`, entry.value)['state'];
+      return typeof state === 'string' ? state : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Drops every task message of the job still waiting in the tasks stream. */
   async purgeTasks(jobId: string): Promise<void> {
     await this.jsm.streams.purge(STREAMS.tasks.name, { filter: SUBJECTS.tasks(jobId) });
+  }
+
+  /** Whether this master holds the leader lease right now (replies are sent only then). */
+  holdsLease(): boolean {
+    return this.leadership.holdsLease();
+  }
+
+  private async fenced(write: Promise<void>): Promise<void> {
+    try {
+      await write;
+    } catch (err) {
+      if (err instanceof FencedWriteError) this.leadership.fenced(err.fence);
+      throw err;
+    }
   }
 
   /** Creates (if missing) the pull consumer the job's trainers share. */

@@ -1,33 +1,44 @@
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { CommonConfig } from '#libs/config';
 import { JobChannels } from './job-channels.js';
 import { JobRunner, queueOptions } from './job-runner.js';
 import type { StoredJob } from './job-store.js';
+import type { LeaderDuty } from './leader-duty.js';
+import { NO_LEASE_TOKEN } from './leadership.js';
 import type { MasterConfig } from './master-config.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 import { TaskQueue } from './task-queue.js';
 
 /**
- * The jobs this master drives, by id. On start it rebuilds every job from Redis, so a restarted
- * master resumes each running job where it was (pending tasks get fresh deadlines).
+ * The jobs this master drives, by id. On taking office it rebuilds every job from Redis, so a
+ * new leader resumes each running job where the last one left it (pending tasks get fresh
+ * deadlines), and finishes announcing a stop the last leader persisted but did not announce.
  */
 @Injectable()
-export class JobDirectory implements OnModuleInit, BeforeApplicationShutdown {
+export class JobDirectory implements LeaderDuty {
   private readonly logger = new Logger('JobDirectory');
-  private readonly runners = new Map<string, JobRunner>();
+  private runners = new Map<string, JobRunner>();
+  private fence = NO_LEASE_TOKEN;
 
   constructor(
     @Inject(JobChannels) private readonly channels: JobChannels,
     @Inject(MASTER_SETTINGS) private readonly settings: CommonConfig & MasterConfig,
   ) {}
 
-  async onModuleInit(): Promise<void> {
+  async takeOffice(fence: string): Promise<void> {
+    this.fence = fence;
+    this.runners = new Map();
     const { jobs, errors } = await this.channels.store.loadAll();
     for (const err of errors) this.logger.error(`${err.message}; the job is left out`);
     for (const job of jobs) {
       const runner = this.launch(job);
-      if (!runner.running) continue;
-      // A crash may have come between persisting a job and announcing it: announce it again.
+      if (!runner.running) {
+        await this.finishStop(runner).catch((err: Error) =>
+          this.logger.warn(`job ${runner.jobId}: announcing its stop failed: ${err.message}`),
+        );
+        continue;
+      }
+      // The last leader may have died between persisting a job and announcing it: announce it again.
       await this.channels.ensureTrainerConsumer(runner.jobId);
       await runner.publishRecord();
       const c = runner.status().tasks;
@@ -37,9 +48,13 @@ export class JobDirectory implements OnModuleInit, BeforeApplicationShutdown {
     }
   }
 
-  /** Waits for every job's in-flight operation, so nothing is cut off when connections close. */
-  async beforeApplicationShutdown(): Promise<void> {
-    await Promise.all([...this.runners.values()].map((r) => r.idle()));
+  /**
+   * Waits for every job's operation in flight. The runners stay until the next term replaces
+   * them: a handler still finishing looks its job up and fails at the fence, rather than
+   * taking the job for unknown.
+   */
+  async leaveOffice(): Promise<void> {
+    await Promise.all([...this.runners.values()].map((r) => r.settled()));
   }
 
   /** The runner of a job, if this master knows the job. */
@@ -52,11 +67,36 @@ export class JobDirectory implements OnModuleInit, BeforeApplicationShutdown {
     return [...this.runners.values()].filter((r) => r.running);
   }
 
+  /**
+   * Persists a new job (fenced) and starts driving it.
+   * @throws FencedWriteError when this master no longer leads.
+   */
+  async add(job: StoredJob): Promise<JobRunner> {
+    await this.channels.create(job, this.fence);
+    return this.launch(job);
+  }
+
   /** Starts driving a stored job (replacing the runner of an earlier job of the same id). */
-  launch(job: StoredJob): JobRunner {
+  private launch(job: StoredJob): JobRunner {
     const options = queueOptions(job.spec, this.settings.durationWindow);
-    const runner = new JobRunner(job.spec, job.plan, TaskQueue.restore(job.queue, options), this.channels, options);
+    const queue = TaskQueue.restore(job.queue, options);
+    const runner = new JobRunner(job.spec, job.plan, queue, this.channels, options, this.fence);
     this.runners.set(runner.jobId, runner);
     return runner;
+  }
+
+  /** A stop persisted by a leader that died before announcing it: purge, record and event. */
+  private async finishStop(runner: JobRunner): Promise<void> {
+    if ((await this.channels.recordState(runner.jobId)) === 'stopped') return;
+    await this.channels.purgeTasks(runner.jobId);
+    await runner.publishRecord();
+    const { reason, detail } = runner.status();
+    this.logger.log(`job ${runner.jobId}: announcing the stop (${reason}) the last leader persisted`);
+    this.channels.publishEvent({
+      type: 'stopped',
+      jobId: runner.jobId,
+      reason: reason ?? 'manual',
+      ...(detail !== undefined ? { detail } : {}),
+    });
   }
 }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { randomBytes } from 'node:crypto';
 import { InvalidJobSpecError, parseJobSpec, type JobSpec } from '#libs/job-spec';
@@ -10,14 +10,12 @@ import { EmptyDatasetError } from './errors.js';
 import { JobChannels } from './job-channels.js';
 import { JobDirectory } from './job-directory.js';
 import { queueOptions, type JobRunner } from './job-runner.js';
+import type { LeaderDuty } from './leader-duty.js';
 import type { StoredJob } from './job-store.js';
 import type { MasterConfig } from './master-config.js';
 import { JETSTREAM_MANAGER, MASTER_SETTINGS } from './master-tokens.js';
 import { planTasks } from './task-plan.js';
 import { TaskQueue } from './task-queue.js';
-
-/** While a spec is being indexed, JetStream is told this often that it is still being worked on. */
-export const INTAKE_HEARTBEAT_MS = 20_000;
 
 /** The job id used in events about a spec whose id cannot be read. */
 export const INVALID_JOB_ID = 'invalid';
@@ -27,10 +25,10 @@ export const INVALID_JOB_ID = 'invalid';
  * files, cuts them into tasks, persists the job, then announces it (jobs bucket entry, trainers'
  * consumer, `started` event) and acks. A refused spec gets a `failed` event naming the field and
  * changes nothing. A spec redelivered after a crash (same stream sequence as the stored job) is
- * recognised and only announced again.
+ * recognised and only announced again. Only the leader takes specs.
  */
 @Injectable()
-export class JobIntake implements OnApplicationBootstrap, OnModuleDestroy {
+export class JobIntake implements LeaderDuty {
   private readonly logger = new Logger('JobIntake');
   private readonly pull: DurablePull;
 
@@ -43,11 +41,11 @@ export class JobIntake implements OnApplicationBootstrap, OnModuleDestroy {
     this.pull = new DurablePull(jsm, STREAMS.jobs.name, CONSUMERS.master, this.logger);
   }
 
-  async onApplicationBootstrap(): Promise<void> {
+  async takeOffice(): Promise<void> {
     await this.pull.start((msg) => this.handle(msg));
   }
 
-  async onModuleDestroy(): Promise<void> {
+  async leaveOffice(): Promise<void> {
     await this.pull.stop();
   }
 
@@ -85,7 +83,7 @@ export class JobIntake implements OnApplicationBootstrap, OnModuleDestroy {
     this.channels.publishEvent({ type: 'submitted', jobId });
     let index: MultiFileIndex;
     try {
-      index = await this.index(spec, msg);
+      index = await this.index(spec);
     } catch (err) {
       this.refuse(jobId, `dataset.train: ${(err as Error).message}`, 'dataset.train');
       return;
@@ -98,23 +96,17 @@ export class JobIntake implements OnApplicationBootstrap, OnModuleDestroy {
     const job: StoredJob = { spec, plan, submitSeq: msg.seq, queue: queue.snapshot() };
     // Messages an earlier job of the same id left in the tasks stream must not reach trainers.
     if (existing !== undefined) await this.channels.purgeTasks(jobId);
-    await this.channels.store.create(job, this.channels.fence);
-    const runner = this.directory.launch(job);
+    const runner = await this.directory.add(job);
     this.logger.log(
       `job ${jobId}: ${index.totalRecords} records in ${index.totalChunks} chunks of ${index.files.length} files, ${plan.length} tasks`,
     );
     await this.announce(runner);
   }
 
-  private async index(spec: JobSpec, msg: JsMsg): Promise<MultiFileIndex> {
-    const heartbeat = setInterval(() => msg.working(), INTAKE_HEARTBEAT_MS);
-    try {
-      const index = await indexFiles(spec.dataset.train);
-      if (index.totalChunks === 0) throw new EmptyDatasetError(spec.id);
-      return index;
-    } finally {
-      clearInterval(heartbeat);
-    }
+  private async index(spec: JobSpec): Promise<MultiFileIndex> {
+    const index = await indexFiles(spec.dataset.train);
+    if (index.totalChunks === 0) throw new EmptyDatasetError(spec.id);
+    return index;
   }
 
   private async announce(runner: JobRunner): Promise<void> {

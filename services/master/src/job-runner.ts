@@ -47,6 +47,8 @@ export class JobRunner {
     private queue: TaskQueue,
     private readonly channels: JobChannels,
     private readonly options: TaskQueueOptions,
+    /** The lease token of the term this runner belongs to; its writes are fenced with it. */
+    private readonly fence: string,
   ) {
     this.logger = new Logger(`Job ${spec.id}`);
   }
@@ -74,6 +76,11 @@ export class JobRunner {
   /** Resolves once every operation queued so far has finished. */
   idle(): Promise<void> {
     return this.serialize(async () => undefined);
+  }
+
+  /** Like `idle`, without re-reading Redis first: for a runner being dropped. */
+  settled(): Promise<void> {
+    return this.chain.then(() => undefined);
   }
 
   /** Writes the job's directory entry (after a start or a restart). */
@@ -158,7 +165,7 @@ export class JobRunner {
   private async apply<R>(t: Transition<R>): Promise<R> {
     if (t.change !== null) {
       try {
-        await this.channels.persist(this.jobId, t.change);
+        await this.channels.persist(this.jobId, t.change, this.fence);
       } catch (err) {
         // The in-memory queue already moved on; re-read what Redis holds before the next step.
         this.outOfSync = true;

@@ -1,4 +1,5 @@
 import { env, type EnvSpec } from '#libs/config';
+import { LEASE_TTL_MS } from './leader-lease.js';
 import { TASK_DURATION_WINDOW } from './task-timeout.js';
 
 /** How often the dispatch loop scans deadlines, counts trainers and refills dispatch windows. */
@@ -12,6 +13,11 @@ export interface MasterConfig {
   tickMs: number;
   /** Recent task durations averaged into the task timeout (`MASTER_TASK_DURATION_WINDOW`). */
   durationWindow: number;
+  /**
+   * Leader lease TTL in milliseconds (`MASTER_LEASE_TTL_MS`): a standby takes over at most this
+   * long after the leader died; the leader renews every third of it.
+   */
+  leaseTtlMs: number;
 }
 
 /** Environment fields of the master. */
@@ -19,4 +25,5 @@ export const MASTER_CONFIG: EnvSpec<MasterConfig> = {
   keyPrefix: ['MASTER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
   tickMs: ['MASTER_TICK_MS', env.int({ default: DISPATCH_TICK_MS, min: 10, max: 60_000 })],
   durationWindow: ['MASTER_TASK_DURATION_WINDOW', env.int({ default: TASK_DURATION_WINDOW, min: 1, max: 10_000 })],
+  leaseTtlMs: ['MASTER_LEASE_TTL_MS', env.int({ default: LEASE_TTL_MS, min: 300, max: 600_000 })],
 };

@@ -1,22 +1,32 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import type { KV } from '@nats-io/kv';
 import { hostname } from 'node:os';
-import type { Buckets } from '#libs/messaging';
+import type { Buckets, MemberStatus } from '#libs/messaging';
 import { BUCKETS, MemberBeacon } from '#libs/service-runtime';
+import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 
-/** The master's entry in the members bucket: `master.<id>`, state `leader`. */
+/**
+ * The master's entry in the members bucket: `master.<id>`, state `standby`, or `leader` while
+ * it leads. A new leader drops the entries of masters that still say they lead (leaders that
+ * died, whose entries would otherwise linger until they lapse), so `tributary ps` shows one.
+ */
 @Injectable()
-export class MasterPresence implements OnApplicationBootstrap, OnModuleDestroy {
+export class MasterPresence implements LeaderDuty, OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('MasterPresence');
   private readonly beacon: MemberBeacon;
+  private readonly members: KV;
+  private closed = false;
 
   constructor(@Inject(BUCKETS) buckets: Buckets, @Inject(MASTER_SETTINGS) settings: { id: string }) {
+    this.members = buckets.members;
     this.beacon = new MemberBeacon(buckets.members, {
       role: 'master',
       id: settings.id,
       pid: process.pid,
       host: hostname(),
-      state: 'leader',
-      leader: true,
+      state: 'standby',
+      leader: false,
     });
   }
 
@@ -25,6 +35,35 @@ export class MasterPresence implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.closed = true;
     await this.beacon.stop();
+  }
+
+  async takeOffice(): Promise<void> {
+    if (this.closed) return;
+    this.beacon.update({ state: 'leader', leader: true });
+    await this.dropFormerLeaders().catch((err: Error) =>
+      this.logger.warn(`clearing former leaders from the members bucket failed: ${err.message}`),
+    );
+  }
+
+  async leaveOffice(): Promise<void> {
+    if (!this.closed) this.beacon.update({ state: 'standby', leader: false });
+  }
+
+  /** A deposed leader still alive puts its entry back (as standby) at its next refresh. */
+  private async dropFormerLeaders(): Promise<void> {
+    for await (const key of await this.members.keys('master.>')) {
+      if (key === this.beacon.key) continue;
+      const entry = await this.members.get(key);
+      if (entry?.operation !== 'PUT') continue;
+      let status: Partial<MemberStatus>;
+      try {
+        status = entry.json<MemberStatus>();
+      } catch {
+        continue;
+      }
+      if (status.leader === true) await this.members.delete(key);
+    }
   }
 }

@@ -2,3 +2,5 @@
 export const MASTER_SETTINGS = Symbol('MASTER_SETTINGS');
 /** Injection token of the master's `JetStreamManager`. */
 export const JETSTREAM_MANAGER = Symbol('JETSTREAM_MANAGER');
+/** Injection token of the ordered list of `LeaderDuty` providers the master's office runs. */
+export const LEADER_DUTIES = Symbol('LEADER_DUTIES');

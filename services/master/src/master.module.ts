@@ -1,4 +1,4 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Logger, Module, type DynamicModule } from '@nestjs/common';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { CommonConfig } from '#libs/config';
 import type { NatsConnection, RedisConnection } from '#libs/messaging';
@@ -8,17 +8,27 @@ import { JobChannels } from './job-channels.js';
 import { JobDirectory } from './job-directory.js';
 import { JobIntake } from './job-intake.js';
 import { JobStore } from './job-store.js';
+import type { LeaderDuty } from './leader-duty.js';
+import { LeaderLease, leaseKeys } from './leader-lease.js';
+import { Leadership } from './leadership.js';
 import type { MasterConfig } from './master-config.js';
+import { MasterOffice } from './master-office.js';
 import { MasterPresence } from './master-presence.js';
-import { JETSTREAM_MANAGER, MASTER_SETTINGS } from './master-tokens.js';
+import { JETSTREAM_MANAGER, LEADER_DUTIES, MASTER_SETTINGS } from './master-tokens.js';
 import { StatusResponder } from './status-responder.js';
 import { StopControl } from './stop-control.js';
 import { TaskExchange } from './task-exchange.js';
 import { TrainerCensus } from './trainer-census.js';
 
 /**
- * Wires the master: job intake, task dispatch, claims and reports, status and stop handling.
- * Needs `ConnectionsModule` (NATS, Redis, buckets) beside it.
+ * The leader's duties, in the order they start on taking office: jobs reloaded from Redis,
+ * status, claims and reports, dispatch, stop messages, new specs, and last the `leader` presence.
+ */
+const DUTIES = [JobDirectory, StatusResponder, TaskExchange, DispatchLoop, StopControl, JobIntake, MasterPresence];
+
+/**
+ * Wires the master: leader lease and office, job intake, task dispatch, claims and reports,
+ * status and stop handling. Needs `ConnectionsModule` (NATS, Redis, buckets) beside it.
  */
 @Module({})
 export class MasterModule {
@@ -37,15 +47,20 @@ export class MasterModule {
           inject: [REDIS_CONNECTION],
           useFactory: (redis: RedisConnection) => new JobStore(redis, config.keyPrefix),
         },
+        {
+          provide: Leadership,
+          inject: [REDIS_CONNECTION],
+          useFactory: (redis: RedisConnection) =>
+            new Leadership(new LeaderLease(redis, leaseKeys(config.keyPrefix), config.id, config.leaseTtlMs), {
+              name: `master ${config.id}`,
+              logger: new Logger('Leadership'),
+            }),
+        },
         JobChannels,
         TrainerCensus,
-        JobDirectory,
-        DispatchLoop,
-        TaskExchange,
-        StatusResponder,
-        StopControl,
-        JobIntake,
-        MasterPresence,
+        ...DUTIES,
+        { provide: LEADER_DUTIES, inject: DUTIES, useFactory: (...duties: LeaderDuty[]) => duties },
+        MasterOffice,
       ],
     };
   }

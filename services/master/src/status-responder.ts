@@ -1,17 +1,19 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Subscription } from '@nats-io/transport-node';
 import { SUBJECTS, decodeJsonObject, type EvaluationMetrics, type NatsConnection } from '#libs/messaging';
 import { NATS_CONNECTION } from '#libs/service-runtime';
+import { JobChannels } from './job-channels.js';
 import { JobDirectory } from './job-directory.js';
+import type { LeaderDuty } from './leader-duty.js';
 import { serveRequests, type Responder } from './request-handling.js';
 import { jobIdFromSubject } from './trainer-requests.js';
 
 /**
- * Answers `tributary.jobs.*.status` with the job's state and counters, and follows the jobs'
- * events to include the evaluator's last metrics.
+ * While the master leads, answers `tributary.jobs.*.status` with the job's state and counters,
+ * and follows the jobs' events to include the evaluator's last metrics.
  */
 @Injectable()
-export class StatusResponder implements OnApplicationBootstrap, OnModuleDestroy {
+export class StatusResponder implements LeaderDuty {
   private readonly logger = new Logger('StatusResponder');
   private responder: Responder | undefined;
   private events: Subscription | undefined;
@@ -19,13 +21,21 @@ export class StatusResponder implements OnApplicationBootstrap, OnModuleDestroy 
   constructor(
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobChannels) private readonly channels: JobChannels,
   ) {}
 
-  onApplicationBootstrap(): void {
-    this.responder = serveRequests(this.nc, SUBJECTS.allStatus, this.logger, async (msg) => {
-      const jobId = jobIdFromSubject(msg.subject);
-      return this.directory.get(jobId)?.status() ?? { error: `unknown job ${jobId}` };
-    });
+  async takeOffice(): Promise<void> {
+    this.unsubscribe();
+    this.responder = serveRequests(
+      this.nc,
+      SUBJECTS.allStatus,
+      this.logger,
+      () => this.channels.holdsLease(),
+      async (msg) => {
+        const jobId = jobIdFromSubject(msg.subject);
+        return this.directory.get(jobId)?.status() ?? { error: `unknown job ${jobId}` };
+      },
+    );
     this.events = this.nc.subscribe(SUBJECTS.allEvents, {
       callback: (err, msg) => {
         if (err) return;
@@ -43,8 +53,14 @@ export class StatusResponder implements OnApplicationBootstrap, OnModuleDestroy 
     });
   }
 
-  async onModuleDestroy(): Promise<void> {
-    await this.responder?.stop();
-    await this.events?.drain();
+  async leaveOffice(): Promise<void> {
+    this.unsubscribe();
+  }
+
+  private unsubscribe(): void {
+    this.responder?.stop();
+    this.events?.unsubscribe();
+    this.responder = undefined;
+    this.events = undefined;
   }
 }

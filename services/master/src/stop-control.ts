@@ -1,8 +1,9 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { CONSUMERS, STREAMS } from '#libs/messaging';
 import { DurablePull } from './durable-pull.js';
 import { JobDirectory } from './job-directory.js';
+import type { LeaderDuty } from './leader-duty.js';
 import { JETSTREAM_MANAGER } from './master-tokens.js';
 import { parseStopRequest } from './stop-request.js';
 import { jobIdFromSubject } from './trainer-requests.js';
@@ -10,10 +11,11 @@ import { jobIdFromSubject } from './trainer-requests.js';
 /**
  * Takes stop requests from the control stream (durable `master-control`) and stops the job:
  * persisted as stopped with the reason, task messages purged, directory entry and `stopped`
- * event. The first stop wins; later ones for a stopped job are acked and ignored.
+ * event. The first stop wins; later ones for a stopped job are acked and ignored. Only the
+ * leader takes stop messages.
  */
 @Injectable()
-export class StopControl implements OnApplicationBootstrap, OnModuleDestroy {
+export class StopControl implements LeaderDuty {
   private readonly logger = new Logger('StopControl');
   private readonly pull: DurablePull;
 
@@ -24,11 +26,11 @@ export class StopControl implements OnApplicationBootstrap, OnModuleDestroy {
     this.pull = new DurablePull(jsm, STREAMS.control.name, CONSUMERS.masterControl, this.logger);
   }
 
-  async onApplicationBootstrap(): Promise<void> {
+  async takeOffice(): Promise<void> {
     await this.pull.start((msg) => this.handle(msg));
   }
 
-  async onModuleDestroy(): Promise<void> {
+  async leaveOffice(): Promise<void> {
     await this.pull.stop();
   }
 

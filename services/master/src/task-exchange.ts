@@ -1,36 +1,46 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { MalformedMessageError, SUBJECTS, type NatsConnection } from '#libs/messaging';
 import { NATS_CONNECTION } from '#libs/service-runtime';
+import { JobChannels } from './job-channels.js';
 import { JobDirectory } from './job-directory.js';
+import type { LeaderDuty } from './leader-duty.js';
 import { serveRequests, type Responder } from './request-handling.js';
 import { parseTaskClaim, parseTaskReport } from './trainer-requests.js';
 
-/** Answers trainers' claims and reports (`tributary.jobs.*.tasks.claim` / `.report`). */
+/** Answers trainers' claims and reports (`tributary.jobs.*.tasks.claim` / `.report`) while the master leads. */
 @Injectable()
-export class TaskExchange implements OnApplicationBootstrap, OnModuleDestroy {
+export class TaskExchange implements LeaderDuty {
   private readonly logger = new Logger('TaskExchange');
   private responders: Responder[] = [];
 
   constructor(
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobChannels) private readonly channels: JobChannels,
   ) {}
 
-  onApplicationBootstrap(): void {
+  async takeOffice(): Promise<void> {
+    this.stopResponders();
+    const leading = () => this.channels.holdsLease();
     this.responders = [
-      serveRequests(this.nc, SUBJECTS.allTaskClaims, this.logger, async (msg) => {
+      serveRequests(this.nc, SUBJECTS.allTaskClaims, this.logger, leading, async (msg) => {
         const claim = parseTaskClaim(msg.subject, msg.data);
         return this.runner(msg.subject, claim.jobId).claim(claim);
       }),
-      serveRequests(this.nc, SUBJECTS.allTaskReports, this.logger, async (msg) => {
+      serveRequests(this.nc, SUBJECTS.allTaskReports, this.logger, leading, async (msg) => {
         const report = parseTaskReport(msg.subject, msg.data);
         return this.runner(msg.subject, report.jobId).report(report);
       }),
     ];
   }
 
-  async onModuleDestroy(): Promise<void> {
-    await Promise.all(this.responders.map((r) => r.stop()));
+  async leaveOffice(): Promise<void> {
+    this.stopResponders();
+  }
+
+  private stopResponders(): void {
+    for (const r of this.responders) r.stop();
+    this.responders = [];
   }
 
   private runner(subject: string, jobId: string) {

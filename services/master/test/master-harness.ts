@@ -31,6 +31,7 @@ export async function startMaster(
   natsUrl: string,
   redisUrl: string,
   keyPrefix: string,
+  options: { id?: string; leaseTtlMs?: number } = {},
 ): Promise<INestApplicationContext> {
   const env = {
     NATS_URL: natsUrl,
@@ -38,8 +39,9 @@ export async function startMaster(
     MASTER_KEY_PREFIX: keyPrefix,
     MASTER_TICK_MS: '100',
     LOG_LEVEL: 'warn',
+    ...(options.leaseTtlMs !== undefined ? { MASTER_LEASE_TTL_MS: String(options.leaseTtlMs) } : {}),
   };
-  const config = { ...readServiceConfig(MASTER_CONFIG, env), id: `master-test-${process.pid}` };
+  const config = { ...readServiceConfig(MASTER_CONFIG, env), id: options.id ?? `master-test-${process.pid}` };
   const app = await NestFactory.createApplicationContext(
     {
       module: class MasterTestRoot {},
@@ -223,10 +225,24 @@ export class FakeTrainer {
     return done;
   }
 
+  /**
+   * How long an unanswered request (no responder, or no reply in time) is sent again, as a
+   * real trainer does while masters change; 0 (the default) fails at the first miss.
+   */
+  retryForMs = 0;
+
   async request(subject: string, body: unknown): Promise<Record<string, unknown>> {
     const payload = typeof body === 'string' || body instanceof Uint8Array ? body : encodeJson(body);
-    const reply = await this.nc.request(subject, payload, { timeout: 5000 });
-    return decodeJsonObject(subject, reply.data);
+    const giveUpAt = Date.now() + this.retryForMs;
+    for (;;) {
+      try {
+        const reply = await this.nc.request(subject, payload, { timeout: this.retryForMs > 0 ? 1000 : 5000 });
+        return decodeJsonObject(subject, reply.data);
+      } catch (err) {
+        if (Date.now() >= giveUpAt) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
   }
 
   async status(jobId: string): Promise<JobStatusReply & { error?: string }> {
