@@ -25,7 +25,7 @@ import { Kvm } from '@nats-io/kv';
 import { LocalCluster, freePort } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
 import { KV_BUCKETS, connectNats, type JobEvent, type StopReason } from '#libs/messaging';
-import { chaosJobSpec, writeChaosDataset } from '../../test/support/chaos-job.js';
+import { CHAOS_CHECKPOINT_SECONDS, chaosJobSpec, writeChaosDataset } from '../../test/support/chaos-job.js';
 import { CHAOS_TARGETS, ChaosMonkey, type ChaosTarget, type Recovery } from '../../test/support/chaos-monkey.js';
 import { ChaosWaitError, JobAccountingWatch, JobEventTap, ShardVersionWatch } from '../../test/support/chaos-watch.js';
 import { seededRandom } from '../../test/support/tiny-dataset.js';
@@ -100,7 +100,7 @@ async function jobSpec(dir: string, maxSeconds: number): Promise<{ spec: Record<
           eval: [join(fashion, 'test-*.recordio')],
         },
         training: { mode: 'sync', batchSize: 64, chunksPerTask: 1, maxTaskFailures: 5 },
-        checkpoint: { everySteps: 1, everySeconds: 5 },
+        checkpoint: { everySeconds: CHAOS_CHECKPOINT_SECONDS },
         evaluation: { everySteps: 50, metric: 'accuracy', maxExamples: 2000 },
         // No target: the job runs for its whole budget.
         stop: { maxSeconds },

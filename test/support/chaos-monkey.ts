@@ -58,9 +58,9 @@ export interface ChaosContext {
  * measures how long the job took to make progress again:
  * - trainer, pserver: restarted on the same settings; progress is every shard's version passing
  *   the highest version seen when it was back;
- * - master: the leading master is killed; back is when another master leads (members bucket,
+ * - master: the leading master is killed; back is when a standby leads (members bucket,
  *   `leader: true`), progress is the master counting tasks again plus the versions moving; the
- *   killed master is restarted meanwhile and must come up (as a standby);
+ *   killed master is restarted once the standby leads and must come up (as the new standby);
  * - evaluator: restarted; progress is the next `metrics` event;
  * - nats: the server is restarted on its port and store; progress is the versions moving and
  *   the master answering status again.
@@ -156,8 +156,6 @@ export class ChaosMonkey {
     const before = accounting.last?.status;
     const killedAt = Date.now();
     await cluster.kill(leader.id, signal);
-    const restarted = cluster.startAgain(leader.id);
-    restarted.catch(() => undefined);
     const newPid = await waitUntil(
       `${leader.id} killed: a standby master leading`,
       () =>
@@ -171,6 +169,9 @@ export class ChaosMonkey {
     );
     const backAt = Date.now();
     const takeover = standbys.find((m) => m.pid === newPid)!.id;
+    // Only now, so the lease goes to a standby that was waiting, not to the restarted process.
+    const restarted = cluster.startAgain(leader.id);
+    restarted.catch(() => undefined);
     const threshold = versions.max();
     await accounting.waitBeyond(before, backAt, this.timeoutMs, () => events.ended());
     await versions.waitAbove(threshold, this.timeoutMs, () => events.ended());
