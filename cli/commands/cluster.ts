@@ -61,7 +61,8 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     throw new CommandExit(1);
   }
   say(
-    `cluster ready: ${flags.masters} master, ${flags.pservers} pservers, ${flags.trainers} trainers, 1 evaluator ` +
+    `cluster ready: 1 master${flags.masters > 1 ? ` (+${flags.masters - 1} standby)` : ''}, ${flags.pservers} pservers, ` +
+      `${flags.trainers} trainers, 1 evaluator ` +
       `(logs in ${join(stateDir, 'logs')}); Ctrl-C stops it`,
   );
   await new Promise<never>(() => undefined);
