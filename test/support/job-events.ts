@@ -11,13 +11,24 @@ export async function waitForEvent(
   until: (e: JobEvent) => boolean,
   timeoutMs = 120_000,
 ): Promise<JobEvent[]> {
-  const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, {
-    filter_subjects: SUBJECTS.events(jobId),
-    deliver_policy: DeliverPolicy.All,
-  });
+  const deadline = Date.now() + timeoutMs;
+  // Right after a NATS restart a JetStream request may time out: ask again until the deadline.
+  const consumer = await (async () => {
+    for (;;) {
+      try {
+        return await jetstream(nc).consumers.get(STREAMS.events.name, {
+          filter_subjects: SUBJECTS.events(jobId),
+          deliver_policy: DeliverPolicy.All,
+        });
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  })();
   const messages = await consumer.consume();
   const seen: JobEvent[] = [];
-  const timer = setTimeout(() => void messages.close(), timeoutMs);
+  const timer = setTimeout(() => void messages.close(), Math.max(0, deadline - Date.now()));
   try {
     for await (const m of messages) {
       const e = m.json<JobEvent>();

@@ -5,26 +5,33 @@ import { startNatsServer, startRedisServer, type ServerProcess } from '#libs/loc
 
 /** A real NATS (JetStream) and Redis on ephemeral loopback ports, for one test file. */
 export interface TestServers {
+  /** The NATS server now running (replaced by a restart; see `server-restart.ts`). */
   nats: ServerProcess;
+  /** The Redis server now running (replaced by a restart). */
   redis: ServerProcess;
   dir: string;
+  /** Where each server keeps its data (JetStream store, append-only file). */
+  dataDirs: { nats: string; redis: string };
   stop(): Promise<void>;
 }
 
 /** Starts both servers in a fresh temp dir; `stop` kills them and removes the dir. */
 export async function startTestServers(): Promise<TestServers> {
   const dir = mkdtempSync(join(tmpdir(), 'tributary-test-'));
+  const dataDirs = { nats: join(dir, 'nats'), redis: join(dir, 'redis') };
   const [nats, redis] = await Promise.all([
-    startNatsServer({ dir: join(dir, 'nats') }),
-    startRedisServer({ dir: join(dir, 'redis') }),
+    startNatsServer({ dir: dataDirs.nats }),
+    startRedisServer({ dir: dataDirs.redis }),
   ]);
-  return {
+  const servers: TestServers = {
     nats,
     redis,
     dir,
+    dataDirs,
     async stop() {
-      await Promise.all([nats.stop(), redis.stop()]);
+      await Promise.all([servers.nats.stop(), servers.redis.stop()]);
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  return servers;
 }

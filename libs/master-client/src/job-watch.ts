@@ -1,5 +1,5 @@
-import type { KV, KvWatchEntry } from '@nats-io/kv';
-import { MalformedMessageError, decodeJsonObject, type JobRecord, type LineLogger } from '#libs/messaging';
+import type { KV } from '@nats-io/kv';
+import { MalformedMessageError, decodeJsonObject, watchBucket, type JobRecord, type LineLogger } from '#libs/messaging';
 
 /** One change of the jobs bucket. */
 export interface JobChange {
@@ -39,9 +39,10 @@ export async function watchJobRecords(jobs: KV, logger: LineLogger): Promise<Job
   // The watcher's own isUpdate flag marks the last current value as an update, so the
   // bucket's last revision before the watch starts tells current values from changes.
   const lastRevision = (await jobs.status()).streamInfo.state.last_seq;
-  const iter = await jobs.watch();
+  // A watch the client library ends (a server restart) is opened again where it stopped.
+  const iter = await watchBucket(jobs, { name: 'watch of the jobs bucket', logger });
   async function* changes(): AsyncGenerator<JobChange> {
-    for await (const entry of iter as AsyncIterable<KvWatchEntry>) {
+    for await (const entry of iter) {
       const base = { jobId: entry.key, initial: entry.revision <= lastRevision, revision: entry.revision };
       if (entry.operation !== 'PUT') {
         yield { ...base, record: null };

@@ -1,4 +1,5 @@
 import type { KV } from '@nats-io/kv';
+import { watchBucket } from '#libs/messaging';
 
 /** Prefix of the keys parameter servers register under: `shard-<k>`. */
 export const SHARD_KEY_PREFIX = 'shard-';
@@ -132,7 +133,8 @@ export class KvShardDirectory extends AddressBook {
       }
     }
     const directory = new KvShardDirectory(shardCount);
-    const watch = await kv.watch();
+    // A watch the client library ends (a server restart) is opened again where it stopped.
+    const watch = await watchBucket(kv, { name: 'watch of the pservers bucket' });
     directory.stopWatch = () => watch.stop();
     let ready!: () => void;
     const initial = new Promise<void>((r) => (ready = r));
@@ -140,7 +142,12 @@ export class KvShardDirectory extends AddressBook {
       for await (const entry of watch) {
         const k = parseShardKey(entry.key);
         if (k !== undefined && k < shardCount) {
-          directory.set(k, entry.operation === 'PUT' ? addressOf(entry.value) : undefined);
+          if (entry.operation !== 'PUT') directory.set(k, undefined);
+          else {
+            // An entry that is not a registration (garbage) leaves the last known address in use.
+            const address = addressOf(entry.value);
+            if (address !== undefined) directory.set(k, address);
+          }
         }
         // `delta` counts the entries still to come of what the bucket held when this one was sent.
         if (!entry.delta) ready();

@@ -14,8 +14,8 @@ export const EXPORT_AFTER_RESTART_MAX_AGE_MS = 24 * 3600_000;
 export const SNAPSHOT_FETCH_MAX_MESSAGES = 256;
 /** How long one pull request for notices waits when there are none. */
 export const SNAPSHOT_FETCH_EXPIRES_MS = 1_000;
-/** How long the last pull before an export waits for notices still in flight. */
-export const FINAL_FETCH_EXPIRES_MS = 500;
+/** How long the last pull before an export waits for notices still in flight (JetStream's minimum). */
+export const FINAL_FETCH_EXPIRES_MS = 1_000;
 /** Before redelivering a notice left unacknowledged (its version is not complete yet). */
 export const SNAPSHOT_ACK_WAIT_MS = 5 * 60_000;
 /** The evaluator's consumer of a job is removed by the server after this long unused. */

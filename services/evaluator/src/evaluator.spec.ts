@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
@@ -283,6 +283,8 @@ describe('evaluator', () => {
     expect(metrics).toMatchObject({ version: 3, epoch: 1, metrics: { accuracy: 1 } });
     await first.stop();
     expect(params.loaded).toEqual([3]);
+    // What it learnt stays in the job's output for the next evaluator.
+    expect(existsSync(join(spec.output, 'best', 'state.json'))).toBe(true);
 
     // Stopped by hand while no evaluator ran.
     await putRecord({
@@ -301,10 +303,12 @@ describe('evaluator', () => {
     try {
       const exported = await waitFor(() => eventsOf(jobId, 'model-exported')[0], 'export after restart');
       expect(exported).toMatchObject({ bestValue: 1 });
+      // The best parameters the first evaluator kept are exported, not whatever is current.
       const summary = JSON.parse(readFileSync(join(spec.output, 'summary.json'), 'utf8')) as JobSummary;
-      expect(summary).toMatchObject({ jobId, stopReason: 'manual', bestValue: 1, bestVersion: 5, steps: 5, epochs: 1 });
+      expect(summary).toMatchObject({ jobId, stopReason: 'manual', bestValue: 1, bestVersion: 3, steps: 3, epochs: 1 });
       // No master answered: samples are estimated from the steps.
-      expect(summary.samples).toBe(5 * 8);
+      expect(summary.samples).toBe(3 * 8);
+      expect(existsSync(join(spec.output, 'best'))).toBe(false);
     } finally {
       await second.stop();
     }
@@ -315,6 +319,60 @@ describe('evaluator', () => {
     expect(third.run(jobId)).toBeUndefined();
     await third.stop();
     await buckets.jobs.delete(jobId);
+  });
+
+  it('evaluator - a restarted evaluator keeps the best parameters and the patience count of the run', async () => {
+    const jobId = 'eval-resume';
+    const spec = validateJobSpec(specInput(jobId, { stop: { patience: 2 } }));
+    const good = scaledIdentity(template, 10);
+    const params = new FakeParams(
+      new Map([
+        [1, good],
+        [2, scaledIdentity(template, 0)],
+        [3, scaledIdentity(template, 0)],
+      ]),
+    );
+    const startedAt = new Date().toISOString();
+    await putRecord({ jobId, state: 'running', spec, epoch: 0, startedAt });
+    const first = new Evaluator(nc, buckets, params, quietLogger(), { id: 'evaluator-test-8' });
+    await first.start();
+    for (const v of [1, 2]) {
+      await notice(jobId, 0, v);
+      await notice(jobId, 1, v);
+      await waitFor(() => eventsOf(jobId, 'metrics').find((e) => e['version'] === v), `metrics of version ${v}`);
+    }
+    // Gone without a word, as if killed; a new one takes over the running job.
+    await first.stop();
+    const logger = quietLogger();
+    const second = new Evaluator(nc, buckets, params, logger, { id: 'evaluator-test-9' });
+    await second.start();
+    try {
+      await notice(jobId, 0, 3);
+      await notice(jobId, 1, 3);
+      const third = await waitFor(() => eventsOf(jobId, 'metrics').find((e) => e['version'] === 3), 'metrics of 3');
+      expect(third['best']).toBe(1);
+      // Two evaluations without improvement in all, one on each side of the restart.
+      const stop = await waitFor(() => stops.find((s) => s.subject === SUBJECTS.stop(jobId)), 'patience stop');
+      expect(stop.body).toMatchObject({ reason: 'patience' });
+      expect(String(stop.body['detail'])).toContain('at version 1');
+      expect(logger.lines.join('\n')).toContain('resumed from the best checkpoint');
+
+      await putRecord({
+        jobId,
+        state: 'stopped',
+        spec,
+        epoch: 1,
+        startedAt,
+        stoppedAt: new Date().toISOString(),
+        reason: 'patience',
+      });
+      await waitFor(() => eventsOf(jobId, 'model-exported')[0], 'export');
+      const summary = JSON.parse(readFileSync(join(spec.output, 'summary.json'), 'utf8')) as JobSummary;
+      expect(summary).toMatchObject({ stopReason: 'patience', bestValue: 1, bestVersion: 1 });
+    } finally {
+      await second.stop();
+      await buckets.jobs.delete(jobId);
+    }
   });
 
   it('evaluator - a missing evaluation file is reported, the epoch budget still stops the job, the model is exported unscored', async () => {

@@ -8,7 +8,7 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import type { KvWatchEntry } from '@nats-io/kv';
 import { validateJobSpec, type JobSpec } from '#libs/job-spec';
 import { MasterClient, parseJobRecord } from '#libs/master-client';
-import type { Buckets, JobRecord, NatsConnection } from '#libs/messaging';
+import { watchBucket, type Buckets, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { MemberBeacon } from '#libs/service-runtime';
 import { BUDGET_CHECK_INTERVAL_MS, EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
 import { EvaluationSetCache } from './evaluation-set.js';
@@ -75,10 +75,10 @@ export class Evaluator {
     this.js = jetstream(this.nc);
     this.jsm = await jetstreamManager(this.nc);
     this.beacon.start();
-    const iter = await this.buckets.jobs.watch();
+    const iter = await watchBucket(this.buckets.jobs, { name: 'watch of the jobs bucket', logger: this.logger });
     this.watch = iter;
     this.watching = (async () => {
-      for await (const entry of iter as AsyncIterable<KvWatchEntry>) {
+      for await (const entry of iter) {
         // Changes are handled one at a time, in bucket order.
         this.updates = this.updates
           .then(() => this.onEntry(entry))

@@ -38,6 +38,12 @@ import {
   SNAPSHOT_RETRY_DELAY_MS,
   SNAPSHOT_START_MARGIN_MS,
 } from './defaults.js';
+import {
+  BestCheckpointError,
+  loadBestCheckpoint,
+  removeBestCheckpoint,
+  saveBestCheckpoint,
+} from './best-checkpoint.js';
 import { SnapshotParamsError } from './errors.js';
 import type { EvaluationSetCache } from './evaluation-set.js';
 import { exportModel, writeSummary } from './model-export.js';
@@ -108,6 +114,8 @@ export class JobEvaluation {
   private finishing: Promise<boolean> | undefined;
   private lastReportedError: string | undefined;
   private closed = false;
+  private restoring: Promise<void> | undefined;
+  private saving: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly deps: JobEvaluationDeps,
@@ -162,6 +170,7 @@ export class JobEvaluation {
   async close(): Promise<void> {
     if (this.finishing !== undefined) await this.finishing;
     await this.stopFollowing();
+    await this.saving;
     if (!this.closed) await this.release(false);
   }
 
@@ -176,16 +185,66 @@ export class JobEvaluation {
   }
 
   private async follow(): Promise<void> {
+    await this.restored();
     while (!this.stopping) {
       try {
         const consumer = await this.ensureConsumer();
         await this.pullAndEvaluate(consumer, SNAPSHOT_FETCH_EXPIRES_MS, true);
       } catch (err) {
         if (this.stopping) break;
+        // Look the consumer up again next time: it may have been lost with the server's state.
+        this.consumer = undefined;
         this.deps.logger.warn(`job ${this.jobId}: reading snapshot notices failed (${message(err)}); retrying`);
         await sleep(SNAPSHOT_RETRY_DELAY_MS);
       }
     }
+  }
+
+  /**
+   * Takes back what an earlier evaluator process of this run kept in the job's output (best
+   * parameters, stop policy counters), once; a checkpoint that cannot be read is logged and
+   * the run starts afresh.
+   */
+  private restored(): Promise<void> {
+    this.restoring ??= (async () => {
+      try {
+        const checkpoint = await loadBestCheckpoint(this.spec.output, this.jobId, this.startedAt);
+        if (checkpoint === undefined) return;
+        this.policy.restore(checkpoint.policy);
+        const best = checkpoint.policy.best;
+        if (checkpoint.params !== undefined && best !== undefined && checkpoint.version === best.version) {
+          this.best = { version: best.version, value: best.value, params: checkpoint.params };
+        }
+        this.lastVersion = Math.max(this.lastVersion, checkpoint.version);
+        this.deps.logger.log(
+          `job ${this.jobId}: resumed from the best checkpoint: ${checkpoint.policy.evaluations} evaluations, ` +
+            (best === undefined
+              ? 'no best yet'
+              : `best ${this.spec.evaluation.metric} ${best.value} at version ${best.version}`),
+        );
+      } catch (err) {
+        if (!(err instanceof BestCheckpointError)) throw err;
+        this.deps.logger.warn(`job ${this.jobId}: ${err.message}; starting the evaluation afresh`);
+      }
+    })();
+    return this.restoring;
+  }
+
+  /** Records the policy counters, and new best parameters, in the job's output (one write at a time). */
+  private saveCheckpoint(improved: Scored | undefined): void {
+    const checkpoint = {
+      jobId: this.jobId,
+      startedAt: this.startedAt,
+      metric: this.spec.evaluation.metric,
+      policy: this.policy.state(),
+      version: improved?.version ?? this.best?.version ?? -1,
+      ...(improved === undefined ? {} : { params: improved.params }),
+    };
+    this.saving = this.saving
+      .then(() => saveBestCheckpoint(this.spec.output, checkpoint))
+      .catch((err: unknown) => {
+        this.deps.logger.warn(`job ${this.jobId}: saving the best checkpoint failed (${message(err)})`);
+      });
   }
 
   /** The job's durable consumer of snapshot notices, created if missing. */
@@ -294,6 +353,7 @@ export class JobEvaluation {
       const epoch = this.record.epoch;
       const decision = this.policy.observe({ version, value, epoch, elapsedSeconds: this.elapsedSeconds(Date.now()) });
       if (decision.improved) this.best = { version, value, params };
+      this.saveCheckpoint(decision.improved ? this.best : undefined);
       this.lastVersion = Math.max(this.lastVersion, version);
       const best = this.policy.best?.value ?? Number.NaN;
       publishEvent(this.deps.nc, { type: 'metrics', jobId: this.jobId, version, epoch, metrics, examples, best });
@@ -371,6 +431,7 @@ export class JobEvaluation {
   private async exportOnce(): Promise<boolean> {
     await this.stopFollowing();
     this.stopping = true;
+    await this.restored();
     try {
       const consumer = await this.ensureConsumer();
       await this.pullAndEvaluate(consumer, FINAL_FETCH_EXPIRES_MS, false);
@@ -395,6 +456,10 @@ export class JobEvaluation {
       this.deps.logger.log(
         `job ${this.jobId}: exported version ${chosen.version} (${summary.metric} ${summary.bestValue}) to ${this.spec.output}`,
       );
+      await this.saving;
+      await removeBestCheckpoint(this.spec.output).catch((err: unknown) => {
+        this.deps.logger.warn(`job ${this.jobId}: removing the best checkpoint failed (${message(err)})`);
+      });
       await this.release(true);
       return true;
     } catch (err) {

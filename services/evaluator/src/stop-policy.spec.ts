@@ -146,4 +146,32 @@ describe('stop policy', () => {
       ),
     );
   });
+
+  it('stop policy - a policy restored from the state of another decides as that one would have', () => {
+    fc.assert(
+      fc.property(
+        metricArb,
+        fc.array(valueArb, { minLength: 2, maxLength: 30 }),
+        fc.integer({ min: 1, max: 5 }),
+        fc.nat(),
+        (metric, values, patience, cut) => {
+          const evaluations = scored(values);
+          const split = 1 + (cut % (evaluations.length - 1));
+          const whole = replayStopPolicy({ patience }, metric, evaluations);
+          const before = new StopPolicy({ patience }, metric);
+          let decided = before.decision;
+          for (const e of evaluations.slice(0, split)) if (!decided.stop) decided = before.observe(e);
+          if (decided.stop) return;
+          const after = new StopPolicy({ patience }, metric);
+          after.restore(JSON.parse(JSON.stringify(before.state())));
+          for (const e of evaluations.slice(split)) if (!decided.stop) decided = after.observe(e);
+          expect(decided).toEqual(
+            whole.stop
+              ? { stop: true, reason: whole.reason, detail: whole.detail, improved: expect.any(Boolean) }
+              : { stop: false, improved: expect.any(Boolean) },
+          );
+        },
+      ),
+    );
+  });
 });

@@ -46,6 +46,13 @@ export interface BestEvaluation {
   version: number;
 }
 
+/** The counters of a {@link StopPolicy}, to carry it across a restart. */
+export interface PolicyState {
+  best?: BestEvaluation;
+  evaluationsWithoutImprovement: number;
+  evaluations: number;
+}
+
 const KEEP_GOING: StopDecision = { stop: false };
 
 /** True when `candidate` is strictly better than `incumbent` for `metric` (NaN never is). */
@@ -102,6 +109,25 @@ export class StopPolicy {
   /** The decision taken so far (`{stop:false}` until a condition was met). */
   get decision(): StopDecision {
     return this.decided;
+  }
+
+  /** The counters, best included, for {@link StopPolicy.restore}. */
+  state(): PolicyState {
+    return {
+      ...(this.bestSoFar === undefined ? {} : { best: { ...this.bestSoFar } }),
+      evaluationsWithoutImprovement: this.sinceImprovement,
+      evaluations: this.evaluationCount,
+    };
+  }
+
+  /**
+   * Takes the counters of an earlier policy of the same job (an evaluator that was restarted);
+   * the decision is not carried over, the next evaluation or budget check takes it again.
+   */
+  restore(state: PolicyState): void {
+    this.bestSoFar = state.best === undefined ? undefined : { ...state.best };
+    this.sinceImprovement = state.evaluationsWithoutImprovement;
+    this.evaluationCount = state.evaluations;
   }
 
   /**

@@ -46,14 +46,29 @@ export class ShardRegistration {
   private async refresh(): Promise<void> {
     try {
       const current = await this.bucket.get(this.key);
-      // A newer process for this shard took the key over: leave it alone.
-      if (current?.operation === 'PUT' && current.json<PserverRegistration>().id !== this.entry.id) {
-        const other = current.json<PserverRegistration>();
+      // A newer process for this shard took the key over: leave it alone. An entry that is not
+      // a registration (garbage) is replaced.
+      const other = current?.operation === 'PUT' ? readRegistration(current.value) : undefined;
+      if (other !== undefined && other.id !== this.entry.id) {
         if (Date.parse(other.startedAt) > Date.parse(this.entry.startedAt)) return;
       }
       await this.bucket.put(this.key, encodeJson(this.entry));
     } catch (err) {
       this.onError(err as Error);
     }
+  }
+}
+
+function readRegistration(value: Uint8Array): PserverRegistration | undefined {
+  try {
+    const parsed = JSON.parse(new TextDecoder().decode(value)) as Partial<PserverRegistration> | null;
+    return parsed !== null &&
+      typeof parsed === 'object' &&
+      typeof parsed.id === 'string' &&
+      typeof parsed.startedAt === 'string'
+      ? (parsed as PserverRegistration)
+      : undefined;
+  } catch {
+    return undefined;
   }
 }

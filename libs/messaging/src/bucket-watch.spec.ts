@@ -1,0 +1,127 @@
+import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import { restartServer } from '../../../test/support/server-restart.js';
+import { startTestServers, type TestServers } from '../../../test/support/servers.js';
+import { watchBucket, type BucketWatch } from './bucket-watch.js';
+import { connectNats, type NatsConnection } from './nats-connection.js';
+
+/** Collects what a watch delivers, and lets a test wait for a given entry. */
+function collect(watch: BucketWatch) {
+  const seen: KvWatchEntry[] = [];
+  const listeners = new Set<() => void>();
+  const done = (async () => {
+    for await (const e of watch) {
+      seen.push(e);
+      for (const l of listeners) l();
+    }
+  })();
+  const waitFor = (pred: (e: KvWatchEntry) => boolean, timeoutMs = 20_000) =>
+    new Promise<KvWatchEntry>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        listeners.delete(check);
+        reject(new Error(`no matching entry; saw ${seen.map((e) => `${e.key}@${e.revision}`).join(', ')}`));
+      }, timeoutMs);
+      const check = () => {
+        const hit = seen.find(pred);
+        if (hit === undefined) return;
+        clearTimeout(timer);
+        listeners.delete(check);
+        resolve(hit);
+      };
+      listeners.add(check);
+      check();
+    });
+  return { seen, done, waitFor };
+}
+
+const text = (e: KvWatchEntry) => new TextDecoder().decode(e.value);
+
+describe('bucket watch', () => {
+  let servers: TestServers;
+  let nc: NatsConnection;
+  let kv: KV;
+
+  beforeAll(async () => {
+    servers = await startTestServers();
+    nc = await connectNats(servers.nats.url, 'bucket-watch test');
+    kv = await new Kvm(nc).create('watch-test', { history: 1 });
+  });
+
+  afterAll(async () => {
+    await nc?.close();
+    await servers?.stop();
+  });
+
+  test('bucket watch - delivers current values, then changes, and ends on stop', async () => {
+    await kv.put('a', 'a1');
+    const watch = await watchBucket(kv);
+    const { seen, done, waitFor } = collect(watch);
+    await waitFor((e) => e.key === 'a');
+    await kv.put('b', 'b1');
+    await kv.delete('a');
+    await waitFor((e) => e.key === 'a' && e.operation === 'DEL');
+    watch.stop();
+    await done;
+    expect(seen.map((e) => `${e.key}:${e.operation}`)).toEqual(['a:PUT', 'b:PUT', 'a:DEL']);
+  });
+
+  test('bucket watch - a watch the client library ends is opened again after the last revision, with nothing repeated', async () => {
+    // The bucket's own watch is cut short after its first entry, as the client does when it
+    // gives up on a consumer.
+    let opened = 0;
+    const cutting: KV = Object.create(kv) as KV;
+    cutting.watch = async (opts) => {
+      opened += 1;
+      const inner = await kv.watch(opts);
+      if (opened > 1) return inner;
+      async function* firstOnly() {
+        for await (const e of inner) {
+          yield e;
+          break;
+        }
+        inner.stop();
+      }
+      const entries = firstOnly();
+      return Object.assign(Object.create(inner) as typeof inner, {
+        [Symbol.asyncIterator]: () => entries,
+        stop: () => inner.stop(),
+      });
+    };
+    await kv.put('c', 'c1');
+    const lines: string[] = [];
+    const watch = await watchBucket(cutting, {
+      key: 'c',
+      logger: { log: (m) => lines.push(m), warn: (m) => lines.push(m) },
+    });
+    const { seen, done, waitFor } = collect(watch);
+    await waitFor((e) => e.key === 'c' && text(e) === 'c1');
+    await kv.put('c', 'c2');
+    await waitFor((e) => text(e) === 'c2');
+    watch.stop();
+    await done;
+    expect(opened).toBe(2);
+    expect(seen.map(text)).toEqual(['c1', 'c2']);
+    expect(lines.join('\n')).toContain('ended by itself');
+  });
+
+  test('bucket watch - keeps delivering across a NATS server restart', async () => {
+    await kv.put('d', 'd1');
+    const watch = await watchBucket(kv, { key: 'd' });
+    const { seen, done, waitFor } = collect(watch);
+    await waitFor((e) => text(e) === 'd1');
+    await restartServer(servers, 'nats', { signal: 'SIGKILL', downMs: 500 });
+    // Writes retried until the client is connected again.
+    for (let i = 0; ; i++) {
+      try {
+        await kv.put('d', 'd2');
+        break;
+      } catch (err) {
+        if (i > 50) throw err;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    await waitFor((e) => text(e) === 'd2');
+    watch.stop();
+    await done;
+    expect(seen.map(text)).toEqual(['d1', 'd2']);
+  });
+});

@@ -1,0 +1,173 @@
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { LocalCluster } from '#libs/local-cluster';
+import { MasterClient } from '#libs/master-client';
+import { connectNats, type JobEvent, type JobStatusReply, type NatsConnection } from '#libs/messaging';
+import { waitForEvent } from '../support/job-events.js';
+import { restartServer } from '../support/server-restart.js';
+import { startTestServers, type TestServers } from '../support/servers.js';
+import { ROOT, startService, type RunningService } from '../support/service-process.js';
+import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
+
+const JOB_TIMEOUT_MS = 120_000;
+/** Epochs each job runs; the restart happens after the first, so most of the job follows it. */
+const EPOCHS = 6;
+
+describe('infrastructure restarts, end to end', () => {
+  let servers: TestServers;
+  let cluster: LocalCluster;
+  let nc: NatsConnection;
+  let data: TinyDataset;
+  /** The evaluator runs outside the cluster, so a test can kill it and start it again. */
+  let evaluator: RunningService;
+  const startEvaluator = () =>
+    startService('evaluator', {
+      NATS_URL: servers.nats.url,
+      REDIS_URL: servers.redis.url,
+      TRIBUTARY_BACKEND: 'wasm',
+      TRIBUTARY_ID: 'evaluator-e2e',
+      LOG_LEVEL: 'log',
+    });
+  const logsDir = () => join(servers.dir, 'cluster', 'logs');
+
+  beforeAll(async () => {
+    servers = await startTestServers();
+    data = await writeTinyDataset(join(servers.dir, 'data'), { files: 2, chunksPerFile: 6 });
+    cluster = new LocalCluster({
+      root: ROOT,
+      stateDir: join(servers.dir, 'cluster'),
+      natsUrl: servers.nats.url,
+      redisUrl: servers.redis.url,
+      trainers: 2,
+      pservers: 2,
+      masters: 1,
+      evaluators: 0,
+      restart: false,
+      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
+      say: () => undefined,
+    });
+    await cluster.start();
+    evaluator = startEvaluator();
+    await evaluator.waitFor(/ready/, 60_000);
+    nc = await connectNats(servers.nats.url, 'e2e-test');
+  }, 120_000);
+
+  afterAll(async () => {
+    await nc?.close();
+    evaluator?.child.kill('SIGTERM');
+    await evaluator?.exited;
+    await cluster?.stop();
+    await servers?.stop();
+  }, 120_000);
+
+  /** Submits a job that runs `EPOCHS` epochs, runs `disrupt` after its first epoch, and waits for its export. */
+  async function runJobThrough(jobId: string, disrupt: () => Promise<void>): Promise<JobEvent[]> {
+    const output = join(servers.dir, `out-${jobId}`);
+    await new MasterClient(nc, 'e2e-test').submitJob(
+      tinyJobSpec(jobId, data, output, { stop: { target: undefined, maxEpochs: EPOCHS, maxSeconds: 100 } }),
+    );
+    await waitForEvent(nc, jobId, (e) => e.type === 'epoch' && e.epoch >= 1, JOB_TIMEOUT_MS);
+    const disruptedAt = new Date().toISOString();
+    await disrupt();
+    const events = await waitForEvent(
+      nc,
+      jobId,
+      (e) => e.type === 'model-exported' || e.type === 'failed',
+      JOB_TIMEOUT_MS,
+    );
+    expect(events.at(-1)?.type).toBe('model-exported');
+    const stopped = events.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }>;
+    expect(stopped.reason).toBe('maxEpochs');
+    // The job kept going after the restart: epochs finished after it.
+    expect(events.filter((e) => e.type === 'epoch' && e.at > disruptedAt).length).toBeGreaterThan(0);
+    expect(JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8'))).toMatchObject({
+      jobId,
+      stopReason: 'maxEpochs',
+    });
+
+    // Nothing was counted twice: every task of every epoch was done once at most, and each
+    // finished epoch accounts for every task.
+    const status = (await new MasterClient(nc, 'e2e-test').jobStatus(jobId)) as JobStatusReply;
+    expect(status.state).toBe('stopped');
+    for (const e of status.epochs) {
+      for (const count of Object.values(e.doneCounts)) expect(count).toBe(1);
+      if (e.epoch < status.epoch) expect(e.done + e.discarded).toBe(status.tasks.total);
+    }
+    return events;
+  }
+
+  /** The cluster's service logs that contain `pattern`. */
+  function logsMatching(pattern: RegExp): string[] {
+    return readdirSync(logsDir())
+      .filter((f) => pattern.test(readFileSync(join(logsDir(), f), 'utf8')))
+      .sort();
+  }
+
+  test(
+    'infrastructure restarts - NATS restarted mid-job: every service reconnects and the job completes',
+    async () => {
+      await runJobThrough('nats-restart', () => restartServer(servers, 'nats', { signal: 'SIGTERM', downMs: 5_000 }));
+      const all = readdirSync(logsDir()).sort();
+      expect(logsMatching(/NATS reconnected/)).toEqual(all);
+      expect(evaluator.output()).toMatch(/NATS reconnected/);
+    },
+    JOB_TIMEOUT_MS * 2,
+  );
+
+  test(
+    'infrastructure restarts - Redis killed (SIGKILL) and restarted mid-job: the master reconnects and the job completes',
+    async () => {
+      await runJobThrough('redis-restart', () => restartServer(servers, 'redis', { signal: 'SIGKILL', downMs: 2_000 }));
+      expect(logsMatching(/Redis reconnected/)).toEqual(expect.arrayContaining(['master-0.log']));
+    },
+    JOB_TIMEOUT_MS * 2,
+  );
+
+  test(
+    'infrastructure restarts - NATS killed (SIGKILL) mid-job: the job completes',
+    async () => {
+      await runJobThrough('nats-kill', () => restartServer(servers, 'nats', { signal: 'SIGKILL', downMs: 1_000 }));
+    },
+    JOB_TIMEOUT_MS * 2,
+  );
+
+  test(
+    'infrastructure restarts - evaluator killed mid-job: the restarted one resumes, stops the job at its target and exports the best model',
+    async () => {
+      const jobId = 'evaluator-kill';
+      const output = join(servers.dir, `out-${jobId}`);
+      await new MasterClient(nc, 'e2e-test').submitJob(
+        tinyJobSpec(jobId, data, output, {
+          optimizer: { type: 'adam', learningRate: 0.002 },
+          stop: { target: 0.9, maxSeconds: 100 },
+        }),
+      );
+      const first = await waitForEvent(nc, jobId, (e) => e.type === 'metrics', JOB_TIMEOUT_MS);
+      const bestBefore = (first.at(-1) as Extract<JobEvent, { type: 'metrics' }>).best;
+      // What it learnt is on disk before it is killed.
+      const state = join(output, 'best', 'state.json');
+      for (let i = 0; i < 200 && !existsSync(state); i++) await new Promise((r) => setTimeout(r, 50));
+      evaluator.child.kill('SIGKILL');
+      await evaluator.exited;
+      const killedAt = new Date().toISOString();
+      evaluator = startEvaluator();
+      await evaluator.waitFor(/resumed from the best checkpoint/, 60_000);
+
+      const events = await waitForEvent(
+        nc,
+        jobId,
+        (e) => e.type === 'model-exported' || e.type === 'failed',
+        JOB_TIMEOUT_MS,
+      );
+      expect(events.at(-1)?.type).toBe('model-exported');
+      const stopped = events.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }>;
+      expect(stopped.reason).toBe('target');
+      expect(stopped.at > killedAt).toBe(true);
+      const summary = JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8'));
+      expect(summary).toMatchObject({ jobId, stopReason: 'target' });
+      expect(summary.bestValue).toBeGreaterThanOrEqual(Math.max(0.9, bestBefore));
+      expect(existsSync(join(output, 'model.json'))).toBe(true);
+    },
+    JOB_TIMEOUT_MS * 2,
+  );
+});
