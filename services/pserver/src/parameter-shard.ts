@@ -8,8 +8,12 @@ import { JobShard, type InitElectionResult } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
 import { readProgressRecord, syncProgressRecord, writeProgressRecord, type ProgressRecord } from './progress-record.js';
 
-/** How long a member may stay silent before it is dropped from the quorum. */
-export const MEMBER_TTL_MS = 30_000;
+/**
+ * How long a member may stay silent before it is dropped from the quorum: the longest a
+ * synchronous step waits for a trainer that died without leaving. Trainers holding a task join
+ * again every 2 s (`TRAINER_QUORUM_HEARTBEAT_MS`), so only the dead lapse.
+ */
+export const MEMBER_TTL_MS = 10_000;
 /** How often the time-based checkpoint rule is looked at. */
 export const CHECKPOINT_TICK_MS = 1_000;
 
