@@ -118,7 +118,7 @@ describe('bad input, end to end', () => {
     'bad input - garbage and wrong JSON on every subject and bucket the services listen on are refused, and the job running meanwhile completes',
     async () => {
       const jobId = 'garbage-job';
-      await submit(jobId, { stop: { target: undefined, maxEpochs: 6, maxSeconds: 100 } });
+      await submit(jobId, { stop: { target: undefined, maxEpochs: 6, maxSeconds: 200 } });
       const garbage = new Uint8Array([0xff, 0xfe, 0x00, 0x7b, 0x22]);
       const wrong = encodeJson({ jobId: 42, taskId: 'x' });
       const js = jetstream(nc);
@@ -219,7 +219,7 @@ describe('bad input, end to end', () => {
     'bad input - gradients of the wrong shape, dtype or name and oversized messages from a rogue gRPC client are refused, and the job completes',
     async () => {
       const jobId = 'rogue-grpc';
-      await submit(jobId, { stop: { target: undefined, maxEpochs: 6, maxSeconds: 100 } });
+      await submit(jobId, { stop: { target: undefined, maxEpochs: 6, maxSeconds: 200 } });
       const registration = await buckets.pservers.get(shardKey(0));
       const address = String(decodeJsonObject('shard-0', registration!.value)['address']);
       const rogue = new PserverClient(address, { shard: 0 });
@@ -297,7 +297,7 @@ describe('bad input, end to end', () => {
     'bad input - messages over the NATS limit never reach a service, a large garbage spec is refused, and the job completes',
     async () => {
       const jobId = 'oversized';
-      await submit(jobId, { stop: { target: undefined, maxEpochs: 4, maxSeconds: 100 } });
+      await submit(jobId, { stop: { target: undefined, maxEpochs: 4, maxSeconds: 200 } });
       // The client library will not send it.
       expect(() => nc.publish(SUBJECTS.submit, new Uint8Array(NATS_MAX_PAYLOAD_BYTES + 1))).toThrow(/payload/i);
       // A client that sends it anyway is cut off by the server.
@@ -338,15 +338,21 @@ describe('bad input, end to end', () => {
       const corrupt = await writeTinyDataset(join(servers.dir, 'corrupt'), { files: 2, chunksPerFile: 6 });
       const index = await indexFiles(corrupt.train);
       const victim = index.chunks.find((c) => c.chunkIndexInFile === 2)!;
+      // One chunk per task, in index order.
+      const victimTask = index.chunks.indexOf(victim);
       const bytes = readFileSync(victim.file);
       bytes[victim.offset + HEADER_SIZE_BYTES + 7] ^= 0x55;
       writeFileSync(victim.file, bytes);
 
       // Epochs end only once every task is done or discarded, so the budget is reached through the discards.
-      await submit(jobId, { stop: { target: undefined, maxEpochs: 2, maxSeconds: 100 } }, corrupt);
+      await submit(jobId, { stop: { target: undefined, maxEpochs: 2, maxSeconds: 200 } }, corrupt);
       const events = await completes(jobId);
-      const retried = events.filter((e) => e.type === 'task-retried') as Event<'task-retried'>[];
-      const discarded = events.filter((e) => e.type === 'task-discarded') as Event<'task-discarded'>[];
+      expect(events.find((e) => e.type === 'stopped')).toMatchObject({ reason: 'maxEpochs' });
+      // Other tasks may time out on a busy machine; the corrupt one fails on its own.
+      const ofVictim = <T extends 'task-retried' | 'task-discarded'>(type: T) =>
+        events.filter((e) => e.type === type && e.taskId === victimTask) as Event<T>[];
+      const retried = ofVictim('task-retried');
+      const discarded = ofVictim('task-discarded');
       expect(retried.length).toBeGreaterThan(0);
       expect(discarded.length).toBeGreaterThan(0);
       for (const e of [...retried, ...discarded]) {
@@ -356,7 +362,6 @@ describe('bad input, end to end', () => {
       expect(discarded.every((e) => e.failures > 1)).toBe(true);
       const epochs = events.filter((e) => e.type === 'epoch') as Event<'epoch'>[];
       expect(epochs.map((e) => [e.done, e.discarded])).toContainEqual([corrupt.trainChunks - 1, 1]);
-      expect((events.find((e) => e.type === 'stopped') as Event<'stopped'>).reason).toBe('maxEpochs');
     },
     JOB_TIMEOUT_MS * 2,
   );
@@ -365,8 +370,9 @@ describe('bad input, end to end', () => {
     "bad input - garbage on a job's stop subject stops it by hand, saying what was wrong, and the model is exported",
     async () => {
       const jobId = 'garbage-stop';
-      await submit(jobId, { stop: { target: undefined, maxEpochs: 50, maxSeconds: 100 } });
-      await waitForEvent(nc, jobId, (e) => e.type === 'epoch', JOB_TIMEOUT_MS);
+      await submit(jobId, { stop: { target: undefined, maxEpochs: 50, maxSeconds: 200 } });
+      const running = await waitForEvent(nc, jobId, (e) => e.type === 'epoch' || e.type === 'stopped', JOB_TIMEOUT_MS);
+      expect(running.at(-1)).toMatchObject({ type: 'epoch' });
       nc.publish(SUBJECTS.stop(jobId), new Uint8Array([0xff, 0x00, 0x41]));
       const events = await completes(jobId);
       const stopped = events.find((e) => e.type === 'stopped') as Event<'stopped'>;

@@ -64,7 +64,7 @@ describe('infrastructure restarts, end to end', () => {
   async function runJobThrough(jobId: string, disrupt: () => Promise<void>): Promise<JobEvent[]> {
     const output = join(servers.dir, `out-${jobId}`);
     await new MasterClient(nc, 'e2e-test').submitJob(
-      tinyJobSpec(jobId, data, output, { stop: { target: undefined, maxEpochs: EPOCHS, maxSeconds: 100 } }),
+      tinyJobSpec(jobId, data, output, { stop: { target: undefined, maxEpochs: EPOCHS, maxSeconds: 200 } }),
     );
     await waitForEvent(nc, jobId, (e) => e.type === 'epoch' && e.epoch >= 1, JOB_TIMEOUT_MS);
     const disruptedAt = new Date().toISOString();
@@ -139,7 +139,7 @@ describe('infrastructure restarts, end to end', () => {
       await new MasterClient(nc, 'e2e-test').submitJob(
         tinyJobSpec(jobId, data, output, {
           optimizer: { type: 'adam', learningRate: 0.002 },
-          stop: { target: 0.9, maxSeconds: 100 },
+          stop: { target: 0.9, maxSeconds: 200 },
         }),
       );
       const first = await waitForEvent(nc, jobId, (e) => e.type === 'metrics', JOB_TIMEOUT_MS);
