@@ -51,6 +51,24 @@ describe('task queue', () => {
     expect(queue.samples).toBe(10);
   });
 
+  test('task queue - a renewed claim extends the deadline and keeps the first claim time for the duration', () => {
+    const { queue, clock } = setup(3);
+    const [d0] = queue.dispatch(1).result;
+    queue.claim({ ...d0!, trainerId: 't1' });
+    const firstClaim = clock.now();
+    clock.advance(900);
+    const renewal = queue.claim({ ...d0!, trainerId: 't1' });
+    expect(renewal.result).toEqual({ ok: true, deadlineMs: clock.now() + 1000 });
+    expect(renewal.change?.tasks[0]).toMatchObject({ claimedAt: firstClaim, deadline: clock.now() + 1000 });
+    clock.advance(900);
+    expect(queue.expire().result).toBe(0);
+    queue.claim({ ...d0!, trainerId: 't1' });
+    clock.advance(200);
+    queue.report({ ...d0!, trainerId: 't1', outcome: 'done', samples: 10 });
+    // The task took 2000 ms from its first claim: 3 × 2000.
+    expect(queue.timeoutMs()).toBe(6000);
+  });
+
   test('task queue - a claimed task past its deadline returns to todo with a failure', () => {
     const { queue, clock } = setup(2);
     const [d0] = queue.dispatch(1).result;

@@ -286,7 +286,8 @@ export class TaskQueue {
 
   /**
    * A trainer claims a task message it pulled. Granted when the dispatch is current (again for
-   * the same trainer, so a retried claim is harmless); the deadline restarts. Refused `stale`
+   * the same trainer, so a retried claim or a renewal is harmless); the deadline restarts, while
+   * a renewal keeps the first claim's `claimedAt`, so the task's duration counts from it. Refused `stale`
    * for an old dispatch, `stopped` when the job stopped, `full` when `maxTrainers` other
    * trainers hold tasks (the task then returns to todo at once, with no failure).
    */
@@ -302,7 +303,8 @@ export class TaskQueue {
       return { result: { ok: false, reason: 'full' }, change: { job: {}, tasks: [back] }, events: [] };
     }
     const now = this.clock();
-    const next: TaskState = { ...t, claimedBy: claim.trainerId, claimedAt: now, deadline: now + this.timeoutMs() };
+    const claimedAt = t.claimedBy === claim.trainerId ? (t.claimedAt ?? now) : now;
+    const next: TaskState = { ...t, claimedBy: claim.trainerId, claimedAt, deadline: now + this.timeoutMs() };
     this.s.tasks[t.taskId] = next;
     return { result: { ok: true, deadlineMs: next.deadline! }, change: { job: {}, tasks: [next] }, events: [] };
   }
