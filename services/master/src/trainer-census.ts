@@ -1,15 +1,45 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { Buckets } from '#libs/messaging';
+import {
+  KV_BUCKETS,
+  MalformedMessageError,
+  decodeJsonObject,
+  numberField,
+  stringField,
+  type Buckets,
+  type MemberStatus,
+} from '#libs/messaging';
 import { BUCKETS } from '#libs/service-runtime';
 
+/** Least time between two warnings about the same unreadable member entry. */
+export const GARBAGE_MEMBER_WARN_INTERVAL_MS = 60_000;
+
 /**
- * Counts live trainers: the `trainer.*` entries of the members bucket, which lapse by
- * themselves when a trainer stops refreshing them.
+ * Reads a `trainer.*` entry of the members bucket as a trainer's `MemberStatus`.
+ * @throws MalformedMessageError when it is not JSON, not a trainer's status, or lacks a field.
+ */
+export function parseTrainerStatus(key: string, data: Uint8Array): MemberStatus {
+  const subject = `${KV_BUCKETS.members}.${key}`;
+  const obj = decodeJsonObject(subject, data);
+  if (obj['role'] !== 'trainer') throw new MalformedMessageError(subject, `role: expected "trainer"`);
+  stringField(subject, obj, 'id');
+  numberField(subject, obj, 'pid');
+  stringField(subject, obj, 'host');
+  stringField(subject, obj, 'state');
+  stringField(subject, obj, 'at');
+  return obj as unknown as MemberStatus;
+}
+
+/**
+ * Counts live trainers: the `trainer.*` entries of the members bucket that read as a trainer's
+ * status, which lapse by themselves when a trainer stops refreshing them. Unreadable entries
+ * are left out, with a warning at most once a minute per key.
  */
 @Injectable()
 export class TrainerCensus {
   private readonly logger = new Logger('TrainerCensus');
   private live = 0;
+  /** When each unreadable key was last warned about. */
+  private readonly warned = new Map<string, number>();
 
   constructor(@Inject(BUCKETS) private readonly buckets: Buckets) {}
 
@@ -21,12 +51,35 @@ export class TrainerCensus {
   /** Recounts; on a failure the previous count stands. */
   async refresh(): Promise<number> {
     try {
+      const keys: string[] = [];
+      for await (const key of await this.buckets.members.keys('trainer.*')) keys.push(key);
       let n = 0;
-      for await (const _key of await this.buckets.members.keys('trainer.*')) n += 1;
+      for (const key of keys) {
+        const entry = await this.buckets.members.get(key);
+        // Gone since it was listed.
+        if (entry === null || entry.operation !== 'PUT') continue;
+        try {
+          parseTrainerStatus(key, entry.value);
+          n += 1;
+        } catch (err) {
+          if (!(err instanceof MalformedMessageError)) throw err;
+          this.warnGarbage(key, err);
+        }
+      }
       this.live = n;
     } catch (err) {
       this.logger.warn(`counting trainers failed: ${(err as Error).message}`);
     }
     return this.live;
+  }
+
+  private warnGarbage(key: string, err: MalformedMessageError): void {
+    const now = Date.now();
+    const last = this.warned.get(key);
+    if (last !== undefined && now - last < GARBAGE_MEMBER_WARN_INTERVAL_MS) return;
+    this.warned.delete(key);
+    this.warned.set(key, now);
+    if (this.warned.size > 1000) this.warned.delete(this.warned.keys().next().value!);
+    this.logger.warn(`${err.message}; not counted as a trainer`);
   }
 }
