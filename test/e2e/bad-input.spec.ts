@@ -3,7 +3,7 @@ import { Socket } from 'node:net';
 import { join } from 'node:path';
 import { credentials, Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { jetstream } from '@nats-io/jetstream';
-import { LocalCluster, NATS_MAX_PAYLOAD_BYTES } from '#libs/local-cluster';
+import { NATS_MAX_PAYLOAD_BYTES, type LocalCluster } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
 import {
   SUBJECTS,
@@ -28,8 +28,8 @@ import {
 import { DataType, ParameterServerClient, type PushChunk, type PushReply } from '#proto/generated/pserver.js';
 import { HEADER_SIZE_BYTES, indexFiles } from '#libs/recordio';
 import { waitForEvent } from '../support/job-events.js';
+import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
-import { ROOT } from '../support/service-process.js';
 import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
 
 const JOB_TIMEOUT_MS = 120_000;
@@ -52,19 +52,7 @@ describe('bad input, end to end', () => {
   beforeAll(async () => {
     servers = await startTestServers();
     data = await writeTinyDataset(join(servers.dir, 'data'), { files: 2, chunksPerFile: 6 });
-    cluster = new LocalCluster({
-      root: ROOT,
-      stateDir: join(servers.dir, 'cluster'),
-      natsUrl: servers.nats.url,
-      redisUrl: servers.redis.url,
-      trainers: 2,
-      pservers: 2,
-      masters: 1,
-      evaluators: 1,
-      restart: false,
-      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
-      say: () => undefined,
-    });
+    cluster = testCluster(servers);
     await cluster.start();
     nc = await connectNats(servers.nats.url, 'e2e-test');
     buckets = await openBuckets(nc);

@@ -16,8 +16,9 @@ import {
   type TaskReport,
 } from '#libs/messaging';
 import { waitForEvent } from '../support/job-events.js';
+import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
-import { ROOT, startService, type RunningService } from '../support/service-process.js';
+import { startService, type RunningService } from '../support/service-process.js';
 import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
 
 /*
@@ -49,19 +50,7 @@ describe('elastic trainers, end to end', () => {
     servers = await startTestServers();
     // 4 files x 8 chunks x 32 records: 8 tasks an epoch (four chunks each) of 32 minibatches.
     data = await writeTinyDataset(join(servers.dir, 'data'), { files: 4, chunksPerFile: 8, recordsPerChunk: 32 });
-    cluster = new LocalCluster({
-      root: ROOT,
-      stateDir: join(servers.dir, 'cluster'),
-      natsUrl: servers.nats.url,
-      redisUrl: servers.redis.url,
-      trainers: 0,
-      pservers: 2,
-      masters: 1,
-      evaluators: 1,
-      restart: false,
-      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
-      say: () => undefined,
-    });
+    cluster = testCluster(servers, { trainers: 0 });
     await cluster.start();
     nc = await connectNats(servers.nats.url, 'elastic-test');
     members = await new Kvm(nc).create(KV_BUCKETS.members, { history: 1 });

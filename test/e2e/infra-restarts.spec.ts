@@ -1,12 +1,13 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { LocalCluster } from '#libs/local-cluster';
+import type { LocalCluster } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
 import { connectNats, type JobEvent, type JobStatusReply, type NatsConnection } from '#libs/messaging';
 import { waitForEvent } from '../support/job-events.js';
 import { restartServer } from '../support/server-restart.js';
+import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
-import { ROOT, startService, type RunningService } from '../support/service-process.js';
+import { startService, type RunningService } from '../support/service-process.js';
 import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
 
 const JOB_TIMEOUT_MS = 120_000;
@@ -33,19 +34,7 @@ describe('infrastructure restarts, end to end', () => {
   beforeAll(async () => {
     servers = await startTestServers();
     data = await writeTinyDataset(join(servers.dir, 'data'), { files: 2, chunksPerFile: 6 });
-    cluster = new LocalCluster({
-      root: ROOT,
-      stateDir: join(servers.dir, 'cluster'),
-      natsUrl: servers.nats.url,
-      redisUrl: servers.redis.url,
-      trainers: 2,
-      pservers: 2,
-      masters: 1,
-      evaluators: 0,
-      restart: false,
-      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
-      say: () => undefined,
-    });
+    cluster = testCluster(servers, { evaluators: 0 });
     await cluster.start();
     evaluator = startEvaluator();
     await evaluator.waitFor(/ready/, 60_000);

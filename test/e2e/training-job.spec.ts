@@ -1,14 +1,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { LocalCluster } from '#libs/local-cluster';
+import type { LocalCluster } from '#libs/local-cluster';
 import { loadLayersModelFromDir } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import { connectNats, encodeJson, SUBJECTS, type JobEvent, type NatsConnection } from '#libs/messaging';
 import { runCli } from '../support/cli-run.js';
 import { waitForEvent } from '../support/job-events.js';
+import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
-import { ROOT } from '../support/service-process.js';
 import { tinyJobSpec, TINY_FEATURES, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
 
 const JOB_TIMEOUT_MS = 300_000;
@@ -22,19 +22,7 @@ describe('training job, end to end', () => {
   beforeAll(async () => {
     servers = await startTestServers();
     data = await writeTinyDataset(join(servers.dir, 'data'));
-    cluster = new LocalCluster({
-      root: ROOT,
-      stateDir: join(servers.dir, 'cluster'),
-      natsUrl: servers.nats.url,
-      redisUrl: servers.redis.url,
-      trainers: 2,
-      pservers: 2,
-      masters: 1,
-      evaluators: 1,
-      restart: false,
-      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
-      say: () => undefined,
-    });
+    cluster = testCluster(servers);
     await cluster.start();
     nc = await connectNats(servers.nats.url, 'e2e-test');
   }, 120_000);
@@ -45,79 +33,106 @@ describe('training job, end to end', () => {
     await servers?.stop();
   }, 120_000);
 
-  test('training job - a bad spec is refused naming the field, and the next good one (one plain NATS publish) trains to its target', async () => {
-    const bad = tinyJobSpec('bad-job', data, join(servers.dir, 'out-bad'), { optimizer: { type: 'adam', learningRate: -1 } });
-    nc.publish(SUBJECTS.submit, encodeJson(bad));
-    const refused = await waitForEvent(nc, 'bad-job', (e) => e.type === 'failed', 30_000);
-    const failed = refused.at(-1) as Extract<JobEvent, { type: 'failed' }>;
-    expect(failed.field ?? failed.error).toContain('optimizer.learningRate');
+  test(
+    'training job - a bad spec is refused naming the field, and the next good one (one plain NATS publish) trains to its target',
+    async () => {
+      const bad = tinyJobSpec('bad-job', data, join(servers.dir, 'out-bad'), {
+        optimizer: { type: 'adam', learningRate: -1 },
+      });
+      nc.publish(SUBJECTS.submit, encodeJson(bad));
+      const refused = await waitForEvent(nc, 'bad-job', (e) => e.type === 'failed', 30_000);
+      const failed = refused.at(-1) as Extract<JobEvent, { type: 'failed' }>;
+      expect(failed.field ?? failed.error).toContain('optimizer.learningRate');
 
-    const output = join(servers.dir, 'out-first');
-    nc.publish(SUBJECTS.submit, encodeJson(tinyJobSpec('first-job', data, output)));
-    const events = await waitForEvent(nc, 'first-job', (e) => e.type === 'model-exported' || e.type === 'failed');
-    expect(events.at(-1)?.type).toBe('model-exported');
-    const stopped = events.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }>;
-    expect(stopped.reason).toBe('target');
+      const output = join(servers.dir, 'out-first');
+      nc.publish(SUBJECTS.submit, encodeJson(tinyJobSpec('first-job', data, output)));
+      const events = await waitForEvent(nc, 'first-job', (e) => e.type === 'model-exported' || e.type === 'failed');
+      expect(events.at(-1)?.type).toBe('model-exported');
+      const stopped = events.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }>;
+      expect(stopped.reason).toBe('target');
 
-    const summary = JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8'));
-    expect(summary).toMatchObject({ jobId: 'first-job', stopReason: 'target', metric: 'accuracy' });
-    expect(summary.bestValue).toBeGreaterThanOrEqual(0.9);
-    for (const field of ['epochs', 'steps', 'wallSeconds', 'samplesPerSecond']) expect(typeof summary[field]).toBe('number');
+      const summary = JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8'));
+      expect(summary).toMatchObject({ jobId: 'first-job', stopReason: 'target', metric: 'accuracy' });
+      expect(summary.bestValue).toBeGreaterThanOrEqual(0.9);
+      for (const field of ['epochs', 'steps', 'wallSeconds', 'samplesPerSecond'])
+        expect(typeof summary[field]).toBe('number');
 
-    const model = await loadLayersModelFromDir(output);
-    const prediction = model.predict(tf.ones([3, TINY_FEATURES])) as tf.Tensor;
-    expect(prediction.shape).toEqual([3, 4]);
-    prediction.dispose();
+      const model = await loadLayersModelFromDir(output);
+      const prediction = model.predict(tf.ones([3, TINY_FEATURES])) as tf.Tensor;
+      expect(prediction.shape).toEqual([3, 4]);
+      prediction.dispose();
 
-    // Every task of every finished epoch was done exactly once.
-    const status = await new MasterClient(nc, 'e2e-test').jobStatus('first-job');
-    expect(status.state).toBe('stopped');
-    const epochs = (status as unknown as { epochs: { epoch: number; done: number; discarded: number; doneCounts: Record<string, number> }[] }).epochs;
-    expect(epochs.length).toBeGreaterThan(0);
-    for (const e of epochs) {
-      for (const count of Object.values(e.doneCounts)) expect(count).toBe(1);
-    }
-  }, JOB_TIMEOUT_MS);
+      // Every task of every finished epoch was done exactly once.
+      const status = await new MasterClient(nc, 'e2e-test').jobStatus('first-job');
+      expect(status.state).toBe('stopped');
+      const epochs = (
+        status as unknown as {
+          epochs: { epoch: number; done: number; discarded: number; doneCounts: Record<string, number> }[];
+        }
+      ).epochs;
+      expect(epochs.length).toBeGreaterThan(0);
+      for (const e of epochs) {
+        for (const count of Object.values(e.doneCounts)) expect(count).toBe(1);
+      }
+    },
+    JOB_TIMEOUT_MS,
+  );
 
-  test('training job - a second job on the same cluster runs too', async () => {
-    const output = join(servers.dir, 'out-second');
-    await new MasterClient(nc, 'e2e-test').submitJob(
-      tinyJobSpec('second-job', data, output, { model: { preset: 'mlp', hiddenUnits: [8] }, pservers: { count: 1 } }),
-    );
-    const events = await waitForEvent(nc, 'second-job', (e) => e.type === 'model-exported' || e.type === 'failed');
-    expect(events.at(-1)?.type).toBe('model-exported');
-    expect(JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8')).stopReason).toBe('target');
-  }, JOB_TIMEOUT_MS);
+  test(
+    'training job - a second job on the same cluster runs too',
+    async () => {
+      const output = join(servers.dir, 'out-second');
+      await new MasterClient(nc, 'e2e-test').submitJob(
+        tinyJobSpec('second-job', data, output, { model: { preset: 'mlp', hiddenUnits: [8] }, pservers: { count: 1 } }),
+      );
+      const events = await waitForEvent(nc, 'second-job', (e) => e.type === 'model-exported' || e.type === 'failed');
+      expect(events.at(-1)?.type).toBe('model-exported');
+      expect(JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8')).stopReason).toBe('target');
+    },
+    JOB_TIMEOUT_MS,
+  );
 
-  test('cli - ps lists every process; submit --wait follows a job to its target; status; stop ends a job by hand', async () => {
-    const env = { NATS_URL: servers.nats.url, TRIBUTARY_STATE_DIR: join(servers.dir, 'cluster') };
-    const ps = await runCli(['ps', '--json'], { env });
-    expect(ps.code).toBe(0);
-    const roles = (JSON.parse(ps.stdout) as { role: string }[]).map((r) => r.role).sort();
-    expect(roles).toEqual(['evaluator', 'master', 'pserver', 'pserver', 'trainer', 'trainer']);
+  test(
+    'cli - ps lists every process; submit --wait follows a job to its target; status; stop ends a job by hand',
+    async () => {
+      const env = { NATS_URL: servers.nats.url, TRIBUTARY_STATE_DIR: join(servers.dir, 'cluster') };
+      const ps = await runCli(['ps', '--json'], { env });
+      expect(ps.code).toBe(0);
+      const roles = (JSON.parse(ps.stdout) as { role: string }[]).map((r) => r.role).sort();
+      expect(roles).toEqual(['evaluator', 'master', 'pserver', 'pserver', 'trainer', 'trainer']);
 
-    const good = join(servers.dir, 'cli-job.json');
-    writeFileSync(good, JSON.stringify(tinyJobSpec('cli-job', data, join(servers.dir, 'out-cli'))));
-    const submitted = await runCli(['submit', good, '--wait'], { env });
-    expect(submitted.stderr).toContain('reached its target');
-    expect(submitted.code).toBe(0);
-    const status = await runCli(['status', 'cli-job'], { env });
-    expect(JSON.parse(status.stdout)).toMatchObject({ jobId: 'cli-job', state: 'stopped', reason: 'target' });
+      const good = join(servers.dir, 'cli-job.json');
+      writeFileSync(good, JSON.stringify(tinyJobSpec('cli-job', data, join(servers.dir, 'out-cli'))));
+      const submitted = await runCli(['submit', good, '--wait'], { env });
+      expect(submitted.stderr).toContain('reached its target');
+      expect(submitted.code).toBe(0);
+      const status = await runCli(['status', 'cli-job'], { env });
+      expect(JSON.parse(status.stdout)).toMatchObject({ jobId: 'cli-job', state: 'stopped', reason: 'target' });
 
-    const bad = join(servers.dir, 'cli-bad.json');
-    writeFileSync(bad, JSON.stringify(tinyJobSpec('cli-bad', data, 'out', { training: { batchSize: 0 } })));
-    const refused = await runCli(['submit', bad], { env });
-    expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('training.batchSize');
+      const bad = join(servers.dir, 'cli-bad.json');
+      writeFileSync(bad, JSON.stringify(tinyJobSpec('cli-bad', data, 'out', { training: { batchSize: 0 } })));
+      const refused = await runCli(['submit', bad], { env });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain('training.batchSize');
 
-    const long = join(servers.dir, 'cli-long.json');
-    writeFileSync(long, JSON.stringify(tinyJobSpec('cli-long', data, join(servers.dir, 'out-long'), { stop: { target: 0.999, maxEpochs: 1000 }, evaluation: { everySteps: 1000 } })));
-    const waiting = runCli(['submit', long, '--wait'], { env });
-    await waitForEvent(nc, 'cli-long', (e) => e.type === 'started', 30_000);
-    const stop = await runCli(['stop', 'cli-long'], { env });
-    expect(stop.code).toBe(0);
-    const stopped = await waiting;
-    expect(stopped.code).toBe(1);
-    expect(stopped.stderr).toContain('stopped (manual)');
-  }, JOB_TIMEOUT_MS);
+      const long = join(servers.dir, 'cli-long.json');
+      writeFileSync(
+        long,
+        JSON.stringify(
+          tinyJobSpec('cli-long', data, join(servers.dir, 'out-long'), {
+            stop: { target: 0.999, maxEpochs: 1000 },
+            evaluation: { everySteps: 1000 },
+          }),
+        ),
+      );
+      const waiting = runCli(['submit', long, '--wait'], { env });
+      await waitForEvent(nc, 'cli-long', (e) => e.type === 'started', 30_000);
+      const stop = await runCli(['stop', 'cli-long'], { env });
+      expect(stop.code).toBe(0);
+      const stopped = await waiting;
+      expect(stopped.code).toBe(1);
+      expect(stopped.stderr).toContain('stopped (manual)');
+    },
+    JOB_TIMEOUT_MS,
+  );
 });

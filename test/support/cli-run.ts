@@ -24,7 +24,10 @@ export interface CliRun {
 }
 
 /** Runs the `tributary` CLI in-process with captured output. */
-export async function runCli(argv: string[], options: { env?: Record<string, string>; tty?: boolean } = {}): Promise<CliRun> {
+export async function runCli(
+  argv: string[],
+  options: { env?: Record<string, string>; tty?: boolean } = {},
+): Promise<CliRun> {
   const stdout = new Capture();
   const stderr = new Capture(options.tty ?? false);
   const io: CliIo = { stdout, stderr, env: options.env ?? {} };

@@ -84,7 +84,13 @@ export function tinyJobSpec(id: string, data: TinyDataset, output: string, overr
     dataset: {
       train: data.train,
       eval: data.eval,
-      layout: { featureShape: [TINY_FEATURES], featureDtype: 'float32', scale: 1, labelDtype: 'int32', numClasses: TINY_CLASSES },
+      layout: {
+        featureShape: [TINY_FEATURES],
+        featureDtype: 'float32',
+        scale: 1,
+        labelDtype: 'int32',
+        numClasses: TINY_CLASSES,
+      },
     },
     model: { preset: 'mlp', hiddenUnits: [16] },
     optimizer: { type: 'adam', learningRate: 0.01 },
@@ -97,7 +103,10 @@ export function tinyJobSpec(id: string, data: TinyDataset, output: string, overr
   };
   for (const [k, v] of Object.entries(overrides)) {
     const cur = base[k];
-    base[k] = typeof cur === 'object' && typeof v === 'object' && v !== null && !Array.isArray(v) ? { ...cur, ...(v as object) } : (v as string);
+    base[k] =
+      typeof cur === 'object' && typeof v === 'object' && v !== null && !Array.isArray(v)
+        ? { ...cur, ...(v as object) }
+        : (v as string);
   }
   return base;
 }
