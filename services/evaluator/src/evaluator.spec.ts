@@ -108,7 +108,10 @@ describe('evaluator', () => {
   const stops: { subject: string; body: Record<string, unknown> }[] = [];
   const statusReplies = new Map<string, number>();
 
-  const specInput = (id: string, extra: { stop: Record<string, number>; eval?: string[] }) => ({
+  const specInput = (
+    id: string,
+    extra: { stop: Record<string, number>; eval?: string[]; evaluation?: Record<string, number | string> },
+  ) => ({
     id,
     dataset: {
       train: [join(dir, 'eval.rio')],
@@ -119,7 +122,7 @@ describe('evaluator', () => {
     optimizer: { type: 'sgd', learningRate: 0.1 },
     training: { batchSize: 8, seed: 7 },
     pservers: { count: 2 },
-    evaluation: { everySteps: 10, metric: 'accuracy', batchSize: 16, maxExamples: 50 },
+    evaluation: { everySteps: 10, metric: 'accuracy', batchSize: 16, maxExamples: 50, ...extra.evaluation },
     stop: extra.stop,
     output: join(dir, 'out', id),
   });
@@ -430,6 +433,29 @@ describe('evaluator', () => {
     try {
       const stop = await waitFor(() => stops.find((s) => s.subject === SUBJECTS.stop(jobId)), 'maxSeconds stop');
       expect(stop.body).toMatchObject({ reason: 'maxSeconds' });
+    } finally {
+      await evaluator.stop();
+      await buckets.jobs.delete(jobId);
+    }
+  });
+
+  it('evaluator - with evaluation.everySeconds, the current parameters are scored when no snapshot came in time', async () => {
+    const jobId = 'eval-every-seconds';
+    const spec = validateJobSpec(
+      specInput(jobId, { stop: { maxEpochs: 100 }, evaluation: { everySteps: 1_000_000, everySeconds: 0.5 } }),
+    );
+    await putRecord({ jobId, state: 'running', spec, epoch: 0, startedAt: new Date().toISOString() });
+    const params = new FakeParams(new Map());
+    params.current = { version: 7, params: template };
+    const evaluator = new Evaluator(nc, buckets, params, quietLogger(), { id: 'evaluator-test-7' });
+    await evaluator.start();
+    try {
+      const metrics = await waitFor(() => eventsOf(jobId, 'metrics')[0], 'an evaluation on time');
+      expect(metrics).toMatchObject({ version: 7 });
+      // The same version is not scored twice; a newer one is.
+      params.current = { version: 9, params: template };
+      await waitFor(() => eventsOf(jobId, 'metrics').find((e) => e['version'] === 9), 'a second evaluation');
+      expect(eventsOf(jobId, 'metrics').filter((e) => e['version'] === 7)).toHaveLength(1);
     } finally {
       await evaluator.stop();
       await buckets.jobs.delete(jobId);

@@ -106,6 +106,10 @@ export class JobEvaluation {
   private learner: TfjsLearner | undefined;
   private best: Scored | undefined;
   private lastVersion = -1;
+  /** When the last evaluation finished (or the run began), for `evaluation.everySeconds`. */
+  private lastEvaluationAtMs = Date.now();
+  /** The newest version scored so far. */
+  private lastEvaluatedVersion = -1;
   private stopSent = false;
   private stopping = false;
   private loop: Promise<void> | undefined;
@@ -190,6 +194,7 @@ export class JobEvaluation {
       try {
         const consumer = await this.ensureConsumer();
         await this.pullAndEvaluate(consumer, SNAPSHOT_FETCH_EXPIRES_MS, true);
+        await this.evaluateOnTime();
       } catch (err) {
         if (this.stopping) break;
         // Look the consumer up again next time: it may have been lost with the server's state.
@@ -312,6 +317,31 @@ export class JobEvaluation {
     if (this.tracker.add(notice.shard, notice.version, msg) === 'stale') msg.ack();
   }
 
+  /**
+   * `evaluation.everySeconds`: once that long has passed since the last evaluation, scores the
+   * parameters the pservers hold now, pulled at one version across all shards (a snapshot by
+   * steps may be far off when steps are slow). Nothing to pull yet is not an error.
+   */
+  private async evaluateOnTime(): Promise<void> {
+    const everySeconds = this.spec.evaluation.everySeconds;
+    if (everySeconds === undefined || this.stopping) return;
+    if (Date.now() - this.lastEvaluationAtMs < everySeconds * 1000) return;
+    this.lastEvaluationAtMs = Date.now();
+    let current;
+    try {
+      current = await this.deps.params.loadCurrent(this.spec, await this.manifest());
+    } catch (err) {
+      this.deps.logger.log(`job ${this.jobId}: no parameters to evaluate on time yet (${message(err)})`);
+      return;
+    }
+    if (current.version <= this.lastEvaluatedVersion) return;
+    try {
+      await this.evaluate(current.version, current.params);
+    } catch (err) {
+      this.reportFailure(err, current.version);
+    }
+  }
+
   private async evaluateNewest(): Promise<void> {
     const version = this.tracker.newestComplete();
     if (version === undefined) return;
@@ -353,6 +383,8 @@ export class JobEvaluation {
       const epoch = this.record.epoch;
       const decision = this.policy.observe({ version, value, epoch, elapsedSeconds: this.elapsedSeconds(Date.now()) });
       if (decision.improved) this.best = { version, value, params };
+      this.lastEvaluationAtMs = Date.now();
+      this.lastEvaluatedVersion = Math.max(this.lastEvaluatedVersion, version);
       this.saveCheckpoint(decision.improved ? this.best : undefined);
       this.lastVersion = Math.max(this.lastVersion, version);
       const best = this.policy.best?.value ?? Number.NaN;
