@@ -127,12 +127,15 @@ describe('infrastructure restarts, end to end', () => {
       const output = join(servers.dir, `out-${jobId}`);
       await new MasterClient(nc, 'e2e-test').submitJob(
         tinyJobSpec(jobId, data, output, {
-          optimizer: { type: 'adam', learningRate: 0.002 },
+          // Evaluated from the first step and learning slowly, so the kill lands before the target.
+          optimizer: { type: 'adam', learningRate: 0.001 },
+          evaluation: { everySteps: 1 },
           stop: { target: 0.9, maxSeconds: 200 },
         }),
       );
       const first = await waitForEvent(nc, jobId, (e) => e.type === 'metrics', JOB_TIMEOUT_MS);
       const bestBefore = (first.at(-1) as Extract<JobEvent, { type: 'metrics' }>).best;
+      expect(bestBefore).toBeLessThan(0.9);
       // What it learnt is on disk before it is killed.
       const state = join(output, 'best', 'state.json');
       for (let i = 0; i < 200 && !existsSync(state); i++) await new Promise((r) => setTimeout(r, 50));
