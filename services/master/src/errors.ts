@@ -49,3 +49,15 @@ export class CorruptJobStateError extends Error {
     super(`job ${jobId}: stored state is unreadable: ${reason}`, options);
   }
 }
+
+/** Something only the leader does was asked of this master between its terms. */
+export class NotInOfficeError extends Error {
+  override readonly name = 'NotInOfficeError';
+
+  constructor(
+    readonly action: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${action}: this master is not in office`, options);
+  }
+}

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import {
   KV_BUCKETS,
@@ -7,6 +7,7 @@ import {
   decodeJsonObject,
   encodeJson,
   ensureTrainerConsumer,
+  LatestValueWriter,
   publishEvent,
   type Buckets,
   type JobEventInput,
@@ -15,7 +16,7 @@ import {
   type TaskMessage,
 } from '#libs/messaging';
 import { BUCKETS, NATS_CONNECTION } from '#libs/service-runtime';
-import { FencedWriteError } from './errors.js';
+import { FencedWriteError, NotInOfficeError } from './errors.js';
 import { JobStore, type StoredJob } from './job-store.js';
 import { Leadership } from './leadership.js';
 import { JETSTREAM_MANAGER } from './master-tokens.js';
@@ -24,11 +25,16 @@ import type { QueueChange } from './task-queue.js';
 /**
  * Where a job's changes go out: Redis (one atomic write per transition, fenced by the lease
  * token of the term that made it), the events subject, the tasks stream and the jobs bucket.
- * A write the fence refuses makes the master leave office at once.
+ * A write the fence refuses makes the master leave office at once. Jobs-bucket entries go
+ * through one `LatestValueWriter` per term, which keeps trying a failed write (newest value per
+ * job wins) until the term ends.
  */
 @Injectable()
 export class JobChannels {
+  private readonly logger = new Logger('JobChannels');
   private readonly js: JetStreamClient;
+  /** The current term's writer of jobs-bucket entries; none between terms. */
+  private records: LatestValueWriter | undefined;
 
   constructor(
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
@@ -66,9 +72,31 @@ export class JobChannels {
     await this.js.publish(SUBJECTS.tasks(task.jobId), encodeJson(task), { msgID: task.dispatchId });
   }
 
-  /** Writes the job's entry in the jobs bucket. */
-  async putRecord(record: JobRecord): Promise<void> {
-    await this.buckets.jobs.put(record.jobId, encodeJson(record));
+  /** Starts a term: jobs-bucket entries are written (and retried) from now on. */
+  openRecords(): void {
+    this.records?.close();
+    this.records = new LatestValueWriter(this.buckets.jobs, this.logger);
+  }
+
+  /**
+   * Ends the term: jobs-bucket writes not landed yet are dropped, so they never overwrite the
+   * entry of a newer leader.
+   */
+  closeRecords(): void {
+    this.records?.close();
+    this.records = undefined;
+  }
+
+  /**
+   * Writes the job's entry in the jobs bucket. Resolves once it (or a newer entry of the job)
+   * is stored; rejects on the first failed attempt, while the write is still tried again until
+   * it lands or the term ends.
+   * @throws NotInOfficeError outside a term (`openRecords` … `closeRecords`).
+   */
+  putRecord(record: JobRecord): Promise<void> {
+    if (this.records === undefined)
+      return Promise.reject(new NotInOfficeError(`writing the entry of job ${record.jobId}`));
+    return this.records.put(record.jobId, encodeJson(record));
   }
 
   /** The state in the job's jobs-bucket entry, or undefined when it has none (or it is unreadable). */

@@ -28,6 +28,7 @@ export class JobDirectory implements LeaderDuty {
   async takeOffice(fence: string): Promise<void> {
     this.fence = fence;
     this.runners = new Map();
+    this.channels.openRecords();
     const { jobs, errors } = await this.channels.store.loadAll();
     for (const err of errors) this.logger.error(`${err.message}; the job is left out`);
     for (const job of jobs) {
@@ -51,9 +52,10 @@ export class JobDirectory implements LeaderDuty {
   /**
    * Waits for every job's operation in flight. The runners stay until the next term replaces
    * them: a handler still finishing looks its job up and fails at the fence, rather than
-   * taking the job for unknown.
+   * taking the job for unknown. Jobs-bucket writes not landed yet are dropped at once.
    */
   async leaveOffice(): Promise<void> {
+    this.channels.closeRecords();
     await Promise.all([...this.runners.values()].map((r) => r.settled()));
   }
 

@@ -138,7 +138,10 @@ export class JobRunner {
         } else {
           this.logger.log(`${liveTrainers} trainers alive; dispatching`);
         }
-        await this.channels.putRecord(jobRecord(this.view()));
+        // The writer keeps trying a failed write; dispatching need not wait for it.
+        await this.channels
+          .putRecord(jobRecord(this.view()))
+          .catch((err: Error) => this.logger.warn(`updating the jobs bucket failed (retrying): ${err.message}`));
       }
       await this.fill();
     });
@@ -181,7 +184,7 @@ export class JobRunner {
       if (t.change.job.epoch !== undefined || stopped) {
         await this.channels
           .putRecord(jobRecord(this.view()))
-          .catch((err: Error) => this.logger.warn(`updating the jobs bucket failed: ${err.message}`));
+          .catch((err: Error) => this.logger.warn(`updating the jobs bucket failed (retrying): ${err.message}`));
       }
     }
     for (const event of t.events) this.channels.publishEvent(event);

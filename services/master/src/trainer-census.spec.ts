@@ -39,7 +39,8 @@ describe('trainer census', () => {
       encodeJson({ ...TRAINER, pid: 'x' }),
       encodeJson({ role: 'trainer' }),
     ];
-    for (const data of bad) expect(() => parseTrainerStatus('trainer.x', data)).toThrow(/tributary-members\.trainer\.x/);
+    for (const data of bad)
+      expect(() => parseTrainerStatus('trainer.x', data)).toThrow(/tributary-members\.trainer\.x/);
   });
 
   test('trainer census - garbage trainer entries are not counted and are warned about once', async () => {
