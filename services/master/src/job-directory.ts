@@ -78,6 +78,16 @@ export class JobDirectory implements LeaderDuty {
     return this.launch(job);
   }
 
+  /**
+   * The runner of a job already stored in Redis: this term's runner of that incarnation, or a
+   * new one driving it (e.g. when the store applied the job's creation but its reply was lost).
+   */
+  adopt(job: StoredJob): JobRunner {
+    const known = this.runners.get(job.queue.jobId);
+    if (known !== undefined && known.runId === job.queue.runId) return known;
+    return this.launch(job);
+  }
+
   /** Starts driving a stored job (replacing the runner of an earlier job of the same id). */
   private launch(job: StoredJob): JobRunner {
     const options = queueOptions(job.spec, this.settings.durationWindow);

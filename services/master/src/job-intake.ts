@@ -24,8 +24,9 @@ export const INVALID_JOB_ID = 'invalid';
  * Takes job specs from the jobs stream (durable `master`): validates, indexes the training
  * files, cuts them into tasks, persists the job, then announces it (jobs bucket entry, trainers'
  * consumer, `started` event) and acks. A refused spec gets a `failed` event naming the field and
- * changes nothing. A spec redelivered after a crash (same stream sequence as the stored job) is
- * recognised and only announced again. Only the leader takes specs.
+ * changes nothing. A spec redelivered after a crash or a lost Redis reply (same stream sequence
+ * as the stored job) is recognised: the stored job is run, if no runner has it, and announced
+ * again. Only the leader takes specs.
  */
 @Injectable()
 export class JobIntake implements LeaderDuty {
@@ -69,12 +70,16 @@ export class JobIntake implements LeaderDuty {
   private async take(spec: JobSpec, msg: JsMsg): Promise<void> {
     const jobId = spec.id;
     const existing = await this.channels.store.submission(jobId);
-    const known = this.directory.get(jobId);
-    if (existing !== undefined && existing.submitSeq === msg.seq && known !== undefined) {
-      // Taken before a crash cut the announcement short (or the ack): finish the announcement.
-      this.logger.log(`spec of job ${jobId} (message #${msg.seq}) delivered again; it is already stored`);
-      if (known.running) await this.announce(known);
-      return;
+    if (existing !== undefined && existing.submitSeq === msg.seq) {
+      // Taken before: a crash cut the announcement short (or the ack), or Redis applied the
+      // creation but its reply was lost. Drive the stored job if no runner does, and announce it.
+      const stored = await this.channels.store.load(jobId);
+      if (stored !== undefined && stored.submitSeq === msg.seq) {
+        this.logger.log(`spec of job ${jobId} (message #${msg.seq}) delivered again; it is already stored`);
+        const runner = this.directory.adopt(stored);
+        if (runner.running) await this.announce(runner);
+        return;
+      }
     }
     if (existing !== undefined && existing.state !== 'stopped') {
       this.refuse(jobId, `job ${jobId} already exists and is running`, 'id');

@@ -57,6 +57,11 @@ export class JobRunner {
     return this.queue.jobId;
   }
 
+  /** The job incarnation this runner drives (a resubmission of the id gets a new one). */
+  get runId(): string {
+    return this.queue.runId;
+  }
+
   /** Whether the job still runs (possibly waiting for trainers). */
   get running(): boolean {
     return this.queue.state === 'running';

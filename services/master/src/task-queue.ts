@@ -195,6 +195,11 @@ export class TaskQueue {
     return copy;
   }
 
+  /** The job incarnation this queue belongs to. */
+  get runId(): string {
+    return this.s.runId;
+  }
+
   get jobId(): string {
     return this.s.jobId;
   }

@@ -1,0 +1,95 @@
+import { Logger } from '@nestjs/common';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { join } from 'node:path';
+import type { CommonConfig } from '#libs/config';
+import { validateJobSpec } from '#libs/job-spec';
+import {
+  SUBJECTS,
+  connectNats,
+  connectRedis,
+  decodeJsonObject,
+  encodeJson,
+  ensureStreams,
+  openBuckets,
+  type Buckets,
+  type NatsConnection,
+  type RedisConnection,
+} from '#libs/messaging';
+import { indexFiles } from '#libs/recordio';
+import { startTestServers, type TestServers } from '../../../test/support/servers.js';
+import { JobChannels } from '../src/job-channels.js';
+import { JobDirectory } from '../src/job-directory.js';
+import { JobIntake } from '../src/job-intake.js';
+import { queueOptions } from '../src/job-runner.js';
+import { JobStore } from '../src/job-store.js';
+import type { Leadership } from '../src/leadership.js';
+import type { MasterConfig } from '../src/master-config.js';
+import { planTasks } from '../src/task-plan.js';
+import { TaskQueue } from '../src/task-queue.js';
+import { EventLog, eventually, jobSpec, writeDataset } from './master-harness.js';
+
+describe('intake redelivery', () => {
+  let servers: TestServers;
+  let nc: NatsConnection;
+  let redis: RedisConnection;
+  let buckets: Buckets;
+  let log: EventLog;
+  let store: JobStore;
+  let directory: JobDirectory;
+  let intake: JobIntake;
+  let data: string;
+
+  beforeAll(async () => {
+    Logger.overrideLogger(['error']);
+    servers = await startTestServers();
+    data = join(servers.dir, 'data');
+    await writeDataset(data, 1, 16);
+    nc = await connectNats(servers.nats.url, 'intake redelivery test');
+    redis = await connectRedis(servers.redis.url, 'intake-redelivery-test');
+    await ensureStreams(nc);
+    buckets = await openBuckets(nc);
+    log = new EventLog(nc);
+    const jsm = await jetstreamManager(nc);
+    const settings = { durationWindow: 20 } as unknown as CommonConfig & MasterConfig;
+    store = new JobStore(redis, 'redelivery');
+    const channels = new JobChannels(nc, buckets, jsm, store, {} as Leadership);
+    directory = new JobDirectory(channels, settings);
+    intake = new JobIntake(jsm, directory, channels, settings);
+  });
+
+  afterAll(async () => {
+    log?.stop();
+    await intake?.leaveOffice();
+    await directory?.leaveOffice();
+    await nc?.close();
+    await redis?.close();
+    await servers?.stop();
+  });
+
+  test('intake redelivery - a spec whose creation Redis applied without a reply is run, not refused', async () => {
+    // The spec waits in the jobs stream while this master already leads with no job.
+    await directory.takeOffice('1:master-a:x');
+    const raw = jobSpec('lost-reply', data);
+    const ack = await jetstream(nc).publish(SUBJECTS.submit, encodeJson(raw));
+    // Redis applied the creation from that message, but the master never heard back.
+    const spec = validateJobSpec(raw);
+    const plan = planTasks((await indexFiles(spec.dataset.train)).chunks, spec.training.chunksPerTask);
+    const queue = TaskQueue.create(
+      { jobId: spec.id, runId: 'r1', taskCount: plan.length, startedAt: Date.now() },
+      queueOptions(spec, 20),
+    );
+    await store.create({ spec, plan, submitSeq: ack.seq, queue: queue.snapshot() });
+    expect(directory.get(spec.id)).toBeUndefined();
+
+    await intake.takeOffice();
+
+    const started = await log.waitFor(spec.id, 'started');
+    expect(started).toMatchObject({ epoch: 0, tasksPerEpoch: plan.length });
+    expect(log.of(spec.id, 'failed')).toEqual([]);
+    const runner = directory.get(spec.id);
+    expect(runner?.running).toBe(true);
+    expect(runner?.runId).toBe('r1');
+    const entry = await eventually('the jobs-bucket entry', async () => (await buckets.jobs.get(spec.id)) ?? undefined);
+    expect(decodeJsonObject(spec.id, entry.value)).toMatchObject({ jobId: spec.id, state: 'running', epoch: 0 });
+  });
+});
