@@ -24,7 +24,8 @@ function createRedisClient(url: string, name: string) {
  * disconnected are queued and run on reconnect.
  */
 export async function connectRedis(url: string, name: string, logger?: LineLogger): Promise<RedisConnection> {
-  const client = createRedisClient(url, name);
+  // CLIENT SETNAME refuses spaces; with one, the connection would never become ready.
+  const client = createRedisClient(url, name.replace(/[^A-Za-z0-9_.:-]/g, '-'));
   let down = false;
   client.on('error', (err: Error) => {
     if (!down) logger?.warn(`Redis connection error: ${err.message}; reconnecting`);
