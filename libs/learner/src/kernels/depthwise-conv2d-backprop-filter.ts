@@ -6,6 +6,7 @@ import {
   type Tensor4D,
   type TensorInfo,
 } from '@tensorflow/tfjs';
+import { forEachDepthwiseTap } from './depthwise-taps.js';
 import { allocateWithViews, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
@@ -19,50 +20,17 @@ export function depthwiseConv2dBackpropFilterValues(
   info: backend_util.Conv2DInfo,
   out: Float32Array,
 ): void {
-  const {
-    batchSize,
-    inHeight,
-    inWidth,
-    inChannels,
-    outHeight,
-    outWidth,
-    outChannels,
-    filterHeight,
-    filterWidth,
-    strideHeight,
-    strideWidth,
-    dilationHeight,
-    dilationWidth,
-  } = info;
+  const { inChannels, outChannels, filterHeight, filterWidth } = info;
   const chMul = outChannels / inChannels;
-  const top = info.padInfo.top;
-  const left = info.padInfo.left;
   const acc = new Float64Array(filterHeight * filterWidth * inChannels * chMul);
-  for (let b = 0; b < batchSize; b++) {
-    for (let yR = 0; yR < outHeight; yR++) {
-      for (let wR = 0; wR < filterHeight; wR++) {
-        const xR = yR * strideHeight + wR * dilationHeight - top;
-        if (xR < 0 || xR >= inHeight) continue;
-        for (let yC = 0; yC < outWidth; yC++) {
-          const dyBase = ((b * outHeight + yR) * outWidth + yC) * outChannels;
-          for (let wC = 0; wC < filterWidth; wC++) {
-            const xC = yC * strideWidth + wC * dilationWidth - left;
-            if (xC < 0 || xC >= inWidth) continue;
-            const xBase = ((b * inHeight + xR) * inWidth + xC) * inChannels;
-            const accBase = (wR * filterWidth + wC) * inChannels * chMul;
-            for (let d1 = 0; d1 < inChannels; d1++) {
-              const xv = x[xBase + d1]!;
-              const a = accBase + d1 * chMul;
-              const g = dyBase + d1 * chMul;
-              for (let dm = 0; dm < chMul; dm++) {
-                acc[a + dm]! += xv * dy[g + dm]!;
-              }
-            }
-          }
-        }
-      }
+  forEachDepthwiseTap(info, (xBase, dyBase, filterBase) => {
+    for (let d1 = 0; d1 < inChannels; d1++) {
+      const xv = x[xBase + d1]!;
+      const a = filterBase + d1 * chMul;
+      const g = dyBase + d1 * chMul;
+      for (let dm = 0; dm < chMul; dm++) acc[a + dm]! += xv * dy[g + dm]!;
     }
-  }
+  });
   out.set(acc);
 }
 
