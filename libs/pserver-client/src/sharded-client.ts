@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
   DataType,
@@ -524,14 +525,7 @@ function isTransient(e: PserverError): boolean {
   return e.code === GrpcStatus.CANCELLED && e.reason === '';
 }
 
+/** Waits `ms`, or less when `signal` fires. */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
+  return delay(ms, undefined, { signal }).catch(() => undefined);
 }

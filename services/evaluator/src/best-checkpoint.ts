@@ -9,11 +9,11 @@
  * removed only after that; so whatever instant the process dies, the directory holds a state
  * and the parameters it names.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import zlib from 'node:zlib';
 import type { NamedTensor, NamedTensorDtype } from '#libs/learner';
+import { writeFileAtomically } from './model-export.js';
 import type { PolicyState } from './stop-policy.js';
 
 /** Directory of the checkpoint inside the job's output directory. */
@@ -68,17 +68,6 @@ function crc32(data: Uint8Array): number {
   return zlib.crc32(data) >>> 0;
 }
 
-async function writeAtomically(file: string, bytes: string | Uint8Array): Promise<void> {
-  const temp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-  try {
-    await writeFile(temp, bytes);
-    await rename(temp, file);
-  } catch (err) {
-    await rm(temp, { force: true }).catch(() => undefined);
-    throw err;
-  }
-}
-
 /** The checkpoint directory of a job whose output is `output`. */
 export function bestDir(output: string): string {
   return join(resolve(output), BEST_DIR);
@@ -96,7 +85,7 @@ export async function saveBestCheckpoint(output: string, checkpoint: BestCheckpo
     const parts = checkpoint.params.map((t) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
     const bytes = Buffer.concat(parts);
     const file = `params-${checkpoint.version}.bin`;
-    await writeAtomically(join(dir, file), bytes);
+    await writeFileAtomically(join(dir, file), bytes);
     paramsEntry = {
       version: checkpoint.version,
       file,
@@ -119,7 +108,7 @@ export async function saveBestCheckpoint(output: string, checkpoint: BestCheckpo
     policy: checkpoint.policy,
     ...(paramsEntry === undefined ? {} : { params: paramsEntry }),
   };
-  await writeAtomically(join(dir, BEST_STATE_FILE), `${JSON.stringify(state)}\n`);
+  await writeFileAtomically(join(dir, BEST_STATE_FILE), `${JSON.stringify(state)}\n`);
   for (const name of await readdir(dir)) {
     if (name.startsWith('params-') && name !== paramsEntry?.file) await rm(join(dir, name), { force: true });
   }
