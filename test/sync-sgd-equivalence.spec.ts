@@ -17,7 +17,16 @@ const LEARNER_SPEC: LearnerSpec = {
   layout: { featureShape: [TINY_FEATURES], featureDtype: 'float32', scale: 1, labelDtype: 'int32', numClasses: TINY_CLASSES },
   seed: 7,
 };
-const SPEC_JSON = (min: number) => JSON.stringify({ optimizer: { type: 'adam', learningRate: 0.01 }, trainers: { min } });
+/**
+ * Plain SGD is compared as well as Adam: Adam is invariant to the scale of the gradient, so a
+ * barrier that summed the trainers' gradients instead of averaging them would pass with Adam alone.
+ */
+const OPTIMIZERS = {
+  sgd: { type: 'sgd', learningRate: 0.5 },
+  adam: { type: 'adam', learningRate: 0.01 },
+} as const;
+const SPEC_JSON = (optimizer: keyof typeof OPTIMIZERS, min: number) =>
+  JSON.stringify({ optimizer: OPTIMIZERS[optimizer], trainers: { min } });
 
 /** 2b examples for each step, the same for both runs. */
 function stepBatches(): Uint8Array[][] {
@@ -43,7 +52,7 @@ async function trainer(shards: RunningShard[], jobId: string, id: string): Promi
   return { learner, client };
 }
 
-async function run(
+async function train(
   t: { learner: TfjsLearner; client: ShardedPserverClient },
   share: (records: Uint8Array[]) => Uint8Array[],
   batches: Uint8Array[][],
@@ -74,42 +83,58 @@ describe('sync SGD with real learners', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  test('sync sgd - 2 trainers of batch b give the parameters of 1 trainer of batch 2b after K steps', async () => {
-    const batches = stepBatches();
+  /**
+   * Equal shares, and unequal ones (10 and 22 examples against 32 on one trainer): a barrier that
+   * averaged the trainers' mean gradients without weighting them by their examples fails there.
+   */
+  test.each([
+    ['sgd', 16, 16],
+    ['adam', 16, 16],
+    ['sgd', 10, 10],
+    ['adam', 10, 10],
+  ] as const)(
+    'sync sgd - with %s, 2 trainers of %i and 32-%i examples give the parameters of 1 trainer of 32 after K steps',
+    async (optimizer, firstShare) => {
+      const batches = stepBatches();
+      const run = `${optimizer}-${firstShare}`;
 
-    const solo = await trainer(shards, 'solo', 'solo');
-    await solo.client.initialize(SPEC_JSON(1), () => solo.learner.getParams());
-    await solo.client.join();
-    await run(solo, (r) => r, batches);
+      const solo = await trainer(shards, `solo-${run}`, 'solo');
+      await solo.client.initialize(SPEC_JSON(optimizer, 1), () => solo.learner.getParams());
+      await solo.client.join();
+      await train(solo, (r) => r, batches);
 
-    const a = await trainer(shards, 'pair', 'a');
-    const b = await trainer(shards, 'pair', 'b');
-    await Promise.all([
-      a.client.initialize(SPEC_JSON(2), () => a.learner.getParams(), { pollMs: 10 }),
-      b.client.initialize(SPEC_JSON(2), () => b.learner.getParams(), { pollMs: 10 }),
-    ]);
-    await Promise.all([a.client.join(), b.client.join()]);
-    await Promise.all([run(a, (r) => r.slice(0, B), batches), run(b, (r) => r.slice(B), batches)]);
+      const a = await trainer(shards, `pair-${run}`, 'a');
+      const b = await trainer(shards, `pair-${run}`, 'b');
+      await Promise.all([
+        a.client.initialize(SPEC_JSON(optimizer, 2), () => a.learner.getParams(), { pollMs: 10 }),
+        b.client.initialize(SPEC_JSON(optimizer, 2), () => b.learner.getParams(), { pollMs: 10 }),
+      ]);
+      await Promise.all([a.client.join(), b.client.join()]);
+      await Promise.all([
+        train(a, (r) => r.slice(0, firstShare), batches),
+        train(b, (r) => r.slice(firstShare), batches),
+      ]);
 
-    const [one, two] = await Promise.all([solo.client.pullParams(STEPS), a.client.pullParams(STEPS)]);
-    let maxDiff = 0;
-    let moved = 0;
-    one.tensors.forEach((t, i) =>
-      t.data.forEach((v, j) => {
-        maxDiff = Math.max(maxDiff, Math.abs(v - two.tensors[i].data[j]));
-      }),
-    );
-    for (const t of [solo, a, b]) {
-      t.client.close();
-      t.learner.shutdown();
-    }
-    expect(maxDiff).toBeLessThanOrEqual(1e-4);
-    // The models moved away from their common initialisation, so the comparison means something.
-    const fresh = new TfjsLearner();
-    await fresh.initialize(LEARNER_SPEC);
-    const init = await fresh.getParams();
-    fresh.shutdown();
-    init.forEach((p, i) => p.data.forEach((v, j) => (moved = Math.max(moved, Math.abs(v - one.tensors[i].data[j])))));
-    expect(moved).toBeGreaterThan(1e-3);
-  });
+      const [one, two] = await Promise.all([solo.client.pullParams(STEPS), a.client.pullParams(STEPS)]);
+      let maxDiff = 0;
+      let moved = 0;
+      one.tensors.forEach((t, i) =>
+        t.data.forEach((v, j) => {
+          maxDiff = Math.max(maxDiff, Math.abs(v - two.tensors[i].data[j]));
+        }),
+      );
+      for (const t of [solo, a, b]) {
+        t.client.close();
+        t.learner.shutdown();
+      }
+      expect(maxDiff).toBeLessThanOrEqual(1e-4);
+      // The models moved away from their common initialisation, so the comparison means something.
+      const fresh = new TfjsLearner();
+      await fresh.initialize(LEARNER_SPEC);
+      const init = await fresh.getParams();
+      fresh.shutdown();
+      init.forEach((p, i) => p.data.forEach((v, j) => (moved = Math.max(moved, Math.abs(v - one.tensors[i].data[j])))));
+      expect(moved).toBeGreaterThan(1e-2);
+    },
+  );
 });
