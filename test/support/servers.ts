@@ -15,7 +15,10 @@ export interface TestServers {
   stop(): Promise<void>;
 }
 
-/** Starts both servers in a fresh temp dir; `stop` kills them and removes the dir. */
+/**
+ * Starts both servers in a fresh temp dir; `stop` kills them and removes the dir, unless
+ * `TRIBUTARY_KEEP_TEST_DIRS` is set (the dir, with every service log, is then kept and named).
+ */
 export async function startTestServers(): Promise<TestServers> {
   const dir = mkdtempSync(join(tmpdir(), 'tributary-test-'));
   const dataDirs = { nats: join(dir, 'nats'), redis: join(dir, 'redis') };
@@ -30,7 +33,8 @@ export async function startTestServers(): Promise<TestServers> {
     dataDirs,
     async stop() {
       await Promise.all([servers.nats.stop(), servers.redis.stop()]);
-      rmSync(dir, { recursive: true, force: true });
+      if (process.env.TRIBUTARY_KEEP_TEST_DIRS) process.stderr.write(`test servers: kept ${dir}\n`);
+      else rmSync(dir, { recursive: true, force: true });
     },
   };
   return servers;
