@@ -8,6 +8,7 @@ export { MEMBER_TTL_MS, ensureStreams, ensureTrainerConsumer, openBuckets } from
 export type { Buckets } from './streams.js';
 export { publishEvent } from './events.js';
 export { WATCH_REOPEN_MAX_MS, WATCH_REOPEN_MIN_MS, watchBucket } from './bucket-watch.js';
+export { listBucketKeys } from './bucket-keys.js';
 export type { BucketWatch, BucketWatchOptions } from './bucket-watch.js';
 export { KV_WRITE_RETRY_MAX_MS, KV_WRITE_RETRY_MIN_MS, LatestValueWriter } from './latest-value-writer.js';
 export type {

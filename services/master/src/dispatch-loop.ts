@@ -1,25 +1,42 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { MasterConfig } from './master-config.js';
 import { JobDirectory } from './job-directory.js';
+import type { JobRunner } from './job-runner.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 import { TrainerCensus } from './trainer-census.js';
 
 /**
+ * Dispatch-loop periods a pass waits for a fresh trainer count before it goes on with the last
+ * one; the count in flight finishes in the background.
+ */
+export const CENSUS_WAIT_TICKS = 4;
+
+/** A trainer count still unfinished after this long is reported (once per count). */
+export const CENSUS_STUCK_WARN_MS = 30_000;
+
+/**
  * Every `tickMs` while the master leads: count trainers, then let each running job expire
- * deadlines and refill its window.
+ * deadlines and refill its window. Nothing slow holds the loop up: a trainer count that does
+ * not come within {@link CENSUS_WAIT_TICKS} periods is replaced by the last one, and each job is
+ * ticked on its own, so a job whose previous tick is still running is skipped without delaying
+ * the others (a new job's first tasks go out whatever the rest of the cluster is doing).
  */
 @Injectable()
 export class DispatchLoop implements LeaderDuty {
   private readonly logger = new Logger('DispatchLoop');
   private timer: NodeJS.Timeout | undefined;
-  private current: Promise<void> = Promise.resolve();
-  private busy = false;
+  /** The pass under way (the wait for a trainer count and the start of each job's tick). */
+  private pass: Promise<void> | undefined;
+  /** The trainer count in flight, if any; at most one at a time. */
+  private counting: Promise<number> | undefined;
+  /** Each job's tick in flight. */
+  private readonly jobTicks = new Map<JobRunner, Promise<void>>();
 
   constructor(
     @Inject(JobDirectory) private readonly directory: JobDirectory,
     @Inject(TrainerCensus) private readonly census: TrainerCensus,
-    @Inject(MASTER_SETTINGS) private readonly settings: MasterConfig,
+    @Inject(MASTER_SETTINGS) private readonly settings: Pick<MasterConfig, 'tickMs'>,
   ) {}
 
   async takeOffice(): Promise<void> {
@@ -31,23 +48,55 @@ export class DispatchLoop implements LeaderDuty {
   async leaveOffice(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
-    await this.current;
+    await this.pass;
+    await Promise.all(this.jobTicks.values());
   }
 
   private tick(): void {
-    if (this.busy) return;
-    this.busy = true;
-    this.current = (async () => {
-      const trainers = await this.census.refresh();
-      await Promise.all(
-        this.directory
-          .running()
-          .map((runner) =>
-            runner.tick(trainers).catch((err: Error) => this.logger.error(`job ${runner.jobId}: ${err.message}`)),
-          ),
-      );
+    if (this.pass !== undefined) return;
+    this.pass = (async () => {
+      const trainers = await this.countTrainers();
+      for (const runner of this.directory.running()) this.tickJob(runner, trainers);
     })().finally(() => {
-      this.busy = false;
+      this.pass = undefined;
     });
+  }
+
+  private tickJob(runner: JobRunner, trainers: number): void {
+    if (this.jobTicks.has(runner)) return;
+    const ticking = runner
+      .tick(trainers)
+      .catch((err: Error) => this.logger.error(`job ${runner.jobId}: ${err.message}`))
+      .finally(() => this.jobTicks.delete(runner));
+    this.jobTicks.set(runner, ticking);
+  }
+
+  /** A fresh trainer count if one comes in time, else the last one. */
+  private async countTrainers(): Promise<number> {
+    if (this.counting === undefined) {
+      const startedAt = Date.now();
+      const stuck = setTimeout(
+        () =>
+          this.logger.warn(
+            `counting trainers has not finished after ${CENSUS_STUCK_WARN_MS} ms; dispatching with the last count (${this.census.count()})`,
+          ),
+        CENSUS_STUCK_WARN_MS,
+      );
+      stuck.unref();
+      this.counting = this.census.refresh().finally(() => {
+        clearTimeout(stuck);
+        this.counting = undefined;
+        if (Date.now() - startedAt > CENSUS_STUCK_WARN_MS) this.logger.log('counting trainers finished again');
+      });
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<number>((resolve) => {
+      timer = setTimeout(() => resolve(this.census.count()), this.settings.tickMs * CENSUS_WAIT_TICKS);
+    });
+    try {
+      return await Promise.race([this.counting, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

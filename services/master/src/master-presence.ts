@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import type { KV } from '@nats-io/kv';
 import { hostname } from 'node:os';
-import type { Buckets, MemberStatus } from '#libs/messaging';
-import { BUCKETS, MemberBeacon } from '#libs/service-runtime';
+import { KV_BUCKETS, listBucketKeys, type Buckets, type MemberStatus, type NatsConnection } from '#libs/messaging';
+import { BUCKETS, MemberBeacon, NATS_CONNECTION } from '#libs/service-runtime';
 import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 
@@ -18,7 +18,11 @@ export class MasterPresence implements LeaderDuty, OnApplicationBootstrap, OnMod
   private readonly members: KV;
   private closed = false;
 
-  constructor(@Inject(BUCKETS) buckets: Buckets, @Inject(MASTER_SETTINGS) settings: { id: string }) {
+  constructor(
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(BUCKETS) buckets: Buckets,
+    @Inject(MASTER_SETTINGS) settings: { id: string },
+  ) {
     this.members = buckets.members;
     this.beacon = new MemberBeacon(buckets.members, {
       role: 'master',
@@ -53,7 +57,7 @@ export class MasterPresence implements LeaderDuty, OnApplicationBootstrap, OnMod
 
   /** A deposed leader still alive puts its entry back (as standby) at its next refresh. */
   private async dropFormerLeaders(): Promise<void> {
-    for await (const key of await this.members.keys('master.>')) {
+    for (const key of await listBucketKeys(this.nc, KV_BUCKETS.members, 'master.>')) {
       if (key === this.beacon.key) continue;
       const entry = await this.members.get(key);
       if (entry?.operation !== 'PUT') continue;

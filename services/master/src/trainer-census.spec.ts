@@ -49,7 +49,7 @@ describe('trainer census', () => {
     await buckets.members.put('trainer.junk', new TextEncoder().encode('{"role": "trai'));
     await buckets.members.put('trainer.wrong', encodeJson({ ...TRAINER, role: 'evaluator' }));
     await buckets.members.put('pserver.shard-0', encodeJson({ ...TRAINER, role: 'pserver' }));
-    const census = new TrainerCensus(buckets);
+    const census = new TrainerCensus(nc, buckets);
 
     expect(await census.refresh()).toBe(2);
     expect(await census.refresh()).toBe(2);

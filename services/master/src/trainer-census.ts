@@ -3,12 +3,14 @@ import {
   KV_BUCKETS,
   MalformedMessageError,
   decodeJsonObject,
+  listBucketKeys,
   numberField,
   stringField,
   type Buckets,
   type MemberStatus,
+  type NatsConnection,
 } from '#libs/messaging';
-import { BUCKETS } from '#libs/service-runtime';
+import { BUCKETS, NATS_CONNECTION } from '#libs/service-runtime';
 
 /** Least time between two warnings about the same unreadable member entry. */
 export const GARBAGE_MEMBER_WARN_INTERVAL_MS = 60_000;
@@ -41,7 +43,10 @@ export class TrainerCensus {
   /** When each unreadable key was last warned about. */
   private readonly warned = new Map<string, number>();
 
-  constructor(@Inject(BUCKETS) private readonly buckets: Buckets) {}
+  constructor(
+    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
+    @Inject(BUCKETS) private readonly buckets: Buckets,
+  ) {}
 
   /** The count from the last refresh. */
   count(): number {
@@ -51,8 +56,9 @@ export class TrainerCensus {
   /** Recounts; on a failure the previous count stands. */
   async refresh(): Promise<number> {
     try {
-      const keys: string[] = [];
-      for await (const key of await this.buckets.members.keys('trainer.*')) keys.push(key);
+      // Listed by request, not through a consumer: a count taken across a NATS restart answers
+      // or fails within the request timeout, and the dispatch loop that waits for it goes on.
+      const keys = await listBucketKeys(this.nc, KV_BUCKETS.members, 'trainer.*');
       let n = 0;
       for (const key of keys) {
         const entry = await this.buckets.members.get(key);

@@ -1,0 +1,68 @@
+import { Logger } from '@nestjs/common';
+import { CENSUS_WAIT_TICKS, DispatchLoop } from './dispatch-loop.js';
+import type { JobDirectory } from './job-directory.js';
+import type { JobRunner } from './job-runner.js';
+import type { TrainerCensus } from './trainer-census.js';
+
+const TICK_MS = 10;
+
+/** A job runner that records the trainer counts it was ticked with; `hang` makes its ticks never end. */
+function fakeRunner(jobId: string, hang = false) {
+  const ticks: number[] = [];
+  const runner = {
+    jobId,
+    running: true,
+    tick: (trainers: number) => {
+      ticks.push(trainers);
+      return hang ? new Promise<void>(() => undefined) : Promise.resolve();
+    },
+  };
+  return { runner: runner as unknown as JobRunner, ticks };
+}
+
+/** A census whose refresh never answers (a listing stuck on a NATS restart), last count `last`. */
+function stuckCensus(last: number) {
+  return { refresh: () => new Promise<number>(() => undefined), count: () => last } as unknown as TrainerCensus;
+}
+
+function loop(runners: JobRunner[], census: TrainerCensus): DispatchLoop {
+  const directory = { running: () => runners } as unknown as JobDirectory;
+  return new DispatchLoop(directory, census, { tickMs: TICK_MS });
+}
+
+async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, TICK_MS));
+  }
+}
+
+describe('dispatch loop', () => {
+  beforeAll(() => Logger.overrideLogger(['error']));
+  afterAll(() => Logger.overrideLogger(['log', 'warn', 'error']));
+
+  test('dispatch loop - a trainer count that never answers does not stop jobs from being ticked with the last count', async () => {
+    const job = fakeRunner('new-job');
+    const dispatch = loop([job.runner], stuckCensus(2));
+    await dispatch.takeOffice();
+    // Every pass gives up on the count after CENSUS_WAIT_TICKS periods and ticks the job anyway.
+    await until('three ticks of the job', () => job.ticks.length >= 3, 100 * TICK_MS * CENSUS_WAIT_TICKS);
+    expect(job.ticks.every((n) => n === 2)).toBe(true);
+    await dispatch.leaveOffice();
+  });
+
+  test('dispatch loop - a job whose tick never ends does not hold up the ticks of another job', async () => {
+    const stuck = fakeRunner('stuck-job', true);
+    const other = fakeRunner('other-job');
+    const census = { refresh: async () => 3, count: () => 3 } as unknown as TrainerCensus;
+    const dispatch = loop([stuck.runner, other.runner], census);
+    await dispatch.takeOffice();
+    await until('five ticks of the other job', () => other.ticks.length >= 5);
+    // The stuck job was ticked once: its next ticks are skipped while the first is in flight.
+    expect(stuck.ticks).toEqual([3]);
+    expect(other.ticks.every((n) => n === 3)).toBe(true);
+    // Leaving office stops the timer at once; it would wait for the stuck tick forever.
+    void dispatch.leaveOffice();
+  });
+});
