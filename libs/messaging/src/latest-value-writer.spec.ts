@@ -49,3 +49,30 @@ describe('latest value writer', () => {
     writer.close();
   });
 });
+
+describe('latest value writer, without a server', () => {
+  /** A bucket whose every put fails, counting the attempts. */
+  const failingBucket = () => {
+    const bucket = {
+      attempts: 0,
+      put: async () => {
+        bucket.attempts += 1;
+        throw new Error('no responders');
+      },
+    };
+    return bucket;
+  };
+
+  test('latest value writer - close drops what is still being retried and tries it no more', async () => {
+    const bucket = failingBucket();
+    const writer = new LatestValueWriter(bucket as unknown as KV);
+    await expect(writer.put('b', new TextEncoder().encode('x'))).rejects.toThrow('no responders');
+    expect(bucket.attempts).toBe(1);
+    expect(writer.retriesScheduled()).toBe(1);
+    expect(writer.close()).toEqual(['b']);
+    expect(writer.pending()).toEqual([]);
+    expect(writer.retriesScheduled()).toBe(0);
+    await expect(writer.put('c', new TextEncoder().encode('y'))).rejects.toThrow('writer closed');
+    expect(bucket.attempts).toBe(1);
+  });
+});

@@ -37,17 +37,28 @@ export class LatestValueWriter {
     return this.write(key, KV_WRITE_RETRY_MIN_MS);
   }
 
+  /** Failed writes waiting for their next attempt. */
+  retriesScheduled(): number {
+    return this.timers.size;
+  }
+
   /** Keys whose latest value is not stored yet. */
   pending(): string[] {
     return [...this.latest.keys()];
   }
 
-  /** Stops retrying; values not stored by now are dropped. */
-  close(): void {
+  /**
+   * Stops retrying: values not stored by now are dropped, and no attempt is made after this
+   * returns (a write already on its way may still land). Returns the keys whose latest value was
+   * dropped.
+   */
+  close(): string[] {
     this.closed = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
+    const dropped = [...this.latest.keys()];
     this.latest.clear();
+    return dropped;
   }
 
   /** A promise for a value queued behind a write in flight. */

@@ -80,11 +80,15 @@ export class JobChannels {
 
   /**
    * Ends the term: jobs-bucket writes not landed yet are dropped, so they never overwrite the
-   * entry of a newer leader.
+   * entry of a newer leader. Returns the jobs whose entries were dropped.
    */
-  closeRecords(): void {
-    this.records?.close();
+  closeRecords(): string[] {
+    const dropped = this.records?.close() ?? [];
     this.records = undefined;
+    if (dropped.length > 0) {
+      this.logger.warn(`term ended before the jobs-bucket entries of ${dropped.join(', ')} landed; dropped them`);
+    }
+    return dropped;
   }
 
   /**

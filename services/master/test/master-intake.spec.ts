@@ -1,12 +1,12 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createClient } from 'redis';
 import { validateJobSpec } from '#libs/job-spec';
-import { KV_BUCKETS, SUBJECTS, encodeJson, ensureStreams, type JobRecord } from '#libs/messaging';
+import { KV_BUCKETS, STREAMS, SUBJECTS, encodeJson, ensureStreams, type JobRecord } from '#libs/messaging';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { EventLog, FakeTrainer, eventually, jobSpec, startMaster, writeDataset } from './master-harness.js';
 
@@ -119,8 +119,14 @@ describe('master intake', () => {
     await redis.close();
 
     // A later stop is ignored: the first reason stands.
-    await js.publish(SUBJECTS.stop('good'), encodeJson({ reason: 'target' }));
-    await new Promise((r) => setTimeout(r, 300));
+    const later = await js.publish(SUBJECTS.stop('good'), encodeJson({ reason: 'target' }));
+    // The master took it from the control stream (a work queue: taken means acknowledged)...
+    const jsm = await jetstreamManager(nc);
+    await eventually('the later stop taken', async () => {
+      const left = await jsm.streams.getMessage(STREAMS.control.name, { seq: later.seq }).catch(() => null);
+      return left === null ? true : undefined;
+    });
+    // ...and declined it.
     expect(log.of('good', 'stopped')).toHaveLength(1);
     expect((await client.status('good')).reason).toBe('manual');
   });
