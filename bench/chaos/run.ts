@@ -27,7 +27,8 @@ import { MasterClient } from '#libs/master-client';
 import { KV_BUCKETS, connectNats, type JobEvent, type StopReason } from '#libs/messaging';
 import { CHAOS_CHECKPOINT_SECONDS, chaosJobSpec, writeChaosDataset } from '../../test/support/chaos-job.js';
 import { CHAOS_TARGETS, ChaosMonkey, type ChaosTarget, type Recovery } from '../../test/support/chaos-monkey.js';
-import { ChaosWaitError, JobAccountingWatch, JobEventTap, ShardVersionWatch } from '../../test/support/chaos-watch.js';
+import { ChaosWaitError, JobEventTap, ShardVersionWatch } from '../../test/support/chaos-watch.js';
+import { JobAccountingWatch } from '../../test/support/job-accounting.js';
 import { seededRandom } from '../../test/support/tiny-dataset.js';
 
 /** Repository root (this file runs as `dist/bench/chaos/run.js`). */

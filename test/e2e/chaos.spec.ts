@@ -1,15 +1,17 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kvm, type KV } from '@nats-io/kv';
 import { LocalCluster, freePort } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
 import { KV_BUCKETS, connectNats, type JobEvent, type NatsConnection } from '#libs/messaging';
-import { writeChaosDataset, chaosJobSpec } from '../support/chaos-job.js';
+import { CHAOS_DATASET, writeChaosDataset, chaosJobSpec } from '../support/chaos-job.js';
 import { CHAOS_TARGETS, ChaosMonkey } from '../support/chaos-monkey.js';
-import { JobAccountingWatch, JobEventTap, ShardVersionWatch } from '../support/chaos-watch.js';
+import { JobEventTap, ShardVersionWatch } from '../support/chaos-watch.js';
+import { JobAccountingWatch } from '../support/job-accounting.js';
 import { waitForEvent } from '../support/job-events.js';
 import { ROOT } from '../support/service-process.js';
+import { scoreExportedModel } from '../support/tiny-dataset.js';
 
 const JOB_ID = 'chaos-job';
 const PSERVERS = 2;
@@ -64,7 +66,7 @@ describe('chaos, end to end', () => {
   }, 120_000);
 
   test(
-    'chaos - a job survives kill -9 of a trainer, a pserver, the leading master and the evaluator, and a NATS restart: it reaches its target, every task done once per epoch, shard versions only go up',
+    'chaos - a job survives kill -9 of a trainer, a pserver, the leading master and the evaluator, and a NATS restart: its exported model scores the target, every task done once per epoch and none discarded, shard versions only go up',
     async () => {
       const data = await writeChaosDataset(join(dir, 'data'));
       const output = join(dir, 'out');
@@ -93,10 +95,16 @@ describe('chaos, end to end', () => {
         expect(all.at(-1)?.type).toBe('model-exported');
         const stopped = all.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }> | undefined;
         expect(stopped?.reason).toBe('target');
-        expect(existsSync(join(output, 'model.json'))).toBe(true);
         const summary = JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8'));
         expect(summary).toMatchObject({ jobId: JOB_ID, stopReason: 'target' });
         expect(summary.bestValue).toBeGreaterThanOrEqual(TARGET_ACCURACY);
+        // The exported model itself scores what the evaluator said it did on the same eval set
+        // (within two examples: this process predicts on another TF.js backend).
+        const slack = 2 / CHAOS_DATASET.evalRecords;
+        const score = await scoreExportedModel(output, data);
+        expect(Math.abs(score - summary.bestValue)).toBeLessThanOrEqual(slack);
+        expect(score).toBeGreaterThanOrEqual(TARGET_ACCURACY - slack);
+        accounting.addEpochEvents(all);
       } finally {
         await versions.stop();
         await accounting.stop();

@@ -2,13 +2,20 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LocalCluster } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
-import { connectNats, type JobEvent, type JobStatusReply, type NatsConnection } from '#libs/messaging';
+import { connectNats, type JobEvent, type NatsConnection } from '#libs/messaging';
+import { JobAccountingWatch } from '../support/job-accounting.js';
 import { waitForEvent } from '../support/job-events.js';
 import { restartServer } from '../support/server-restart.js';
 import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
 import { startService, type RunningService } from '../support/service-process.js';
-import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
+import {
+  scoreExportedModel,
+  tinyJobSpec,
+  writeTinyDataset,
+  writeTinyEvalSet,
+  type TinyDataset,
+} from '../support/tiny-dataset.js';
 
 const JOB_TIMEOUT_MS = 120_000;
 /** Epochs each job runs; the restart happens after the first, so most of the job follows it. */
@@ -19,6 +26,7 @@ describe('infrastructure restarts, end to end', () => {
   let cluster: LocalCluster;
   let nc: NatsConnection;
   let data: TinyDataset;
+  const dataDir = () => join(servers.dir, 'data');
   /** The evaluator runs outside the cluster, so a test can kill it and start it again. */
   let evaluator: RunningService;
   const startEvaluator = () =>
@@ -33,7 +41,7 @@ describe('infrastructure restarts, end to end', () => {
 
   beforeAll(async () => {
     servers = await startTestServers();
-    data = await writeTinyDataset(join(servers.dir, 'data'), { files: 2, chunksPerFile: 6 });
+    data = await writeTinyDataset(dataDir(), { files: 2, chunksPerFile: 6 });
     cluster = testCluster(servers, { evaluators: 0 });
     await cluster.start();
     evaluator = startEvaluator();
@@ -49,39 +57,42 @@ describe('infrastructure restarts, end to end', () => {
     await servers?.stop();
   }, 120_000);
 
-  /** Submits a job that runs `EPOCHS` epochs, runs `disrupt` after its first epoch, and waits for its export. */
+  /**
+   * Submits a job that runs `EPOCHS` epochs, runs `disrupt` after its first epoch, and waits for
+   * its export. The master's accounting of every epoch, the disrupted one included, is checked:
+   * every task done exactly once and none discarded.
+   */
   async function runJobThrough(jobId: string, disrupt: () => Promise<void>): Promise<JobEvent[]> {
     const output = join(servers.dir, `out-${jobId}`);
+    const accounting = new JobAccountingWatch(nc, jobId);
     await new MasterClient(nc, 'e2e-test').submitJob(
       tinyJobSpec(jobId, data, output, { stop: { target: undefined, maxEpochs: EPOCHS, maxSeconds: 200 } }),
     );
-    await waitForEvent(nc, jobId, (e) => e.type === 'epoch' && e.epoch >= 1, JOB_TIMEOUT_MS);
-    const disruptedAt = new Date().toISOString();
-    await disrupt();
-    const events = await waitForEvent(
-      nc,
-      jobId,
-      (e) => e.type === 'model-exported' || e.type === 'failed',
-      JOB_TIMEOUT_MS,
-    );
+    accounting.start();
+    let events: JobEvent[];
+    try {
+      await waitForEvent(nc, jobId, (e) => e.type === 'epoch' && e.epoch >= 1, JOB_TIMEOUT_MS);
+      const disruptedAt = new Date().toISOString();
+      await disrupt();
+      events = await waitForEvent(nc, jobId, (e) => e.type === 'model-exported' || e.type === 'failed', JOB_TIMEOUT_MS);
+      // The job kept going after the restart: epochs finished after it.
+      expect(events.filter((e) => e.type === 'epoch' && e.at > disruptedAt).length).toBeGreaterThan(0);
+    } finally {
+      await accounting.stop();
+    }
     expect(events.at(-1)?.type).toBe('model-exported');
     const stopped = events.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }>;
     expect(stopped.reason).toBe('maxEpochs');
-    // The job kept going after the restart: epochs finished after it.
-    expect(events.filter((e) => e.type === 'epoch' && e.at > disruptedAt).length).toBeGreaterThan(0);
     expect(JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8'))).toMatchObject({
       jobId,
       stopReason: 'maxEpochs',
     });
 
-    // Nothing was counted twice: every task of every epoch was done once at most, and each
-    // finished epoch accounts for every task.
-    const status = (await new MasterClient(nc, 'e2e-test').jobStatus(jobId)) as JobStatusReply;
-    expect(status.state).toBe('stopped');
-    for (const e of status.epochs) {
-      for (const count of Object.values(e.doneCounts)) expect(count).toBe(1);
-      if (e.epoch < status.epoch) expect(e.done + e.discarded).toBe(status.tasks.total);
-    }
+    accounting.addEpochEvents(events);
+    expect(accounting.last?.status.state).toBe('stopped');
+    expect(accounting.last?.status.epoch).toBe(EPOCHS);
+    expect(accounting.accounting().map((e) => e.epoch)).toEqual(Array.from({ length: EPOCHS + 1 }, (_, i) => i));
+    expect(accounting.problems()).toEqual([]);
     return events;
   }
 
@@ -125,32 +136,40 @@ describe('infrastructure restarts, end to end', () => {
     async () => {
       const jobId = 'evaluator-kill';
       const output = join(servers.dir, `out-${jobId}`);
+      // Every eval label names the wrong class until the evaluator is killed, so the job cannot
+      // reach its target before the kill, however fast it learns.
+      await writeTinyEvalSet(dataDir(), { mislabelled: true });
+      const accounting = new JobAccountingWatch(nc, jobId);
       await new MasterClient(nc, 'e2e-test').submitJob(
-        tinyJobSpec(jobId, data, output, {
-          // Evaluated from the first step and learning slowly, so the kill lands before the target.
-          optimizer: { type: 'adam', learningRate: 0.001 },
-          evaluation: { everySteps: 1 },
-          stop: { target: 0.9, maxSeconds: 200 },
-        }),
+        tinyJobSpec(jobId, data, output, { evaluation: { everySteps: 1 }, stop: { target: 0.9, maxSeconds: 200 } }),
       );
-      const first = await waitForEvent(nc, jobId, (e) => e.type === 'metrics', JOB_TIMEOUT_MS);
-      const bestBefore = (first.at(-1) as Extract<JobEvent, { type: 'metrics' }>).best;
-      expect(bestBefore).toBeLessThan(0.9);
-      // What it learnt is on disk before it is killed.
-      const state = join(output, 'best', 'state.json');
-      for (let i = 0; i < 200 && !existsSync(state); i++) await new Promise((r) => setTimeout(r, 50));
-      evaluator.child.kill('SIGKILL');
-      await evaluator.exited;
-      const killedAt = new Date().toISOString();
-      evaluator = startEvaluator();
-      await evaluator.waitFor(/resumed from the best checkpoint/, 60_000);
+      accounting.start();
+      let events: JobEvent[];
+      let bestBefore: number;
+      let killedAt: string;
+      try {
+        const first = await waitForEvent(nc, jobId, (e) => e.type === 'metrics', JOB_TIMEOUT_MS);
+        bestBefore = (first.at(-1) as Extract<JobEvent, { type: 'metrics' }>).best;
+        expect(bestBefore).toBeLessThan(0.9);
+        // What it learnt is on disk before it is killed.
+        const state = join(output, 'best', 'state.json');
+        for (let i = 0; i < 200 && !existsSync(state); i++) await new Promise((r) => setTimeout(r, 50));
+        evaluator.child.kill('SIGKILL');
+        await evaluator.exited;
+        killedAt = new Date().toISOString();
+        await writeTinyEvalSet(dataDir());
+        evaluator = startEvaluator();
+        await evaluator.waitFor(/resumed from the best checkpoint/, 60_000);
 
-      const events = await waitForEvent(
-        nc,
-        jobId,
-        (e) => e.type === 'model-exported' || e.type === 'failed',
-        JOB_TIMEOUT_MS,
-      );
+        events = await waitForEvent(
+          nc,
+          jobId,
+          (e) => e.type === 'model-exported' || e.type === 'failed',
+          JOB_TIMEOUT_MS,
+        );
+      } finally {
+        await accounting.stop();
+      }
       expect(events.at(-1)?.type).toBe('model-exported');
       const stopped = events.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }>;
       expect(stopped.reason).toBe('target');
@@ -158,7 +177,10 @@ describe('infrastructure restarts, end to end', () => {
       const summary = JSON.parse(readFileSync(join(output, 'summary.json'), 'utf8'));
       expect(summary).toMatchObject({ jobId, stopReason: 'target' });
       expect(summary.bestValue).toBeGreaterThanOrEqual(Math.max(0.9, bestBefore));
-      expect(existsSync(join(output, 'model.json'))).toBe(true);
+      // The exported model is the best one: it scores the target on the (correct) eval set.
+      expect(await scoreExportedModel(output, data)).toBeGreaterThanOrEqual(0.9 - 2 / 256);
+      accounting.addEpochEvents(events);
+      expect(accounting.problems()).toEqual([]);
     },
     JOB_TIMEOUT_MS * 2,
   );

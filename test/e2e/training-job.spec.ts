@@ -6,6 +6,7 @@ import { loadLayersModelFromDir } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import { connectNats, encodeJson, SUBJECTS, type JobEvent, type NatsConnection } from '#libs/messaging';
 import { runCli } from '../support/cli-run.js';
+import { JobAccountingWatch } from '../support/job-accounting.js';
 import { waitForEvent } from '../support/job-events.js';
 import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
@@ -45,8 +46,14 @@ describe('training job, end to end', () => {
       expect(failed.field ?? failed.error).toContain('optimizer.learningRate');
 
       const output = join(servers.dir, 'out-first');
+      const accounting = new JobAccountingWatch(nc, 'first-job');
       nc.publish(SUBJECTS.submit, encodeJson(tinyJobSpec('first-job', data, output)));
-      const events = await waitForEvent(nc, 'first-job', (e) => e.type === 'model-exported' || e.type === 'failed');
+      accounting.start();
+      const events = await waitForEvent(
+        nc,
+        'first-job',
+        (e) => e.type === 'model-exported' || e.type === 'failed',
+      ).finally(() => accounting.stop());
       expect(events.at(-1)?.type).toBe('model-exported');
       const stopped = events.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }>;
       expect(stopped.reason).toBe('target');
@@ -62,18 +69,13 @@ describe('training job, end to end', () => {
       expect(prediction.shape).toEqual([3, 4]);
       prediction.dispose();
 
-      // Every task of every finished epoch was done exactly once.
-      const status = await new MasterClient(nc, 'e2e-test').jobStatus('first-job');
-      expect(status.state).toBe('stopped');
-      const epochs = (
-        status as unknown as {
-          epochs: { epoch: number; done: number; discarded: number; doneCounts: Record<string, number> }[];
-        }
-      ).epochs;
-      expect(epochs.length).toBeGreaterThan(0);
-      for (const e of epochs) {
-        for (const count of Object.values(e.doneCounts)) expect(count).toBe(1);
-      }
+      // Every task of every epoch was done exactly once, none discarded.
+      accounting.addEpochEvents(events);
+      expect(accounting.last?.status.state).toBe('stopped');
+      expect(accounting.accounting().map((e) => e.epoch)).toEqual(
+        Array.from({ length: accounting.last!.status.epoch + 1 }, (_, i) => i),
+      );
+      expect(accounting.problems()).toEqual([]);
     },
     JOB_TIMEOUT_MS,
   );

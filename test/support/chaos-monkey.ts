@@ -1,13 +1,7 @@
 import type { KV } from '@nats-io/kv';
 import type { LocalCluster } from '#libs/local-cluster';
-import {
-  ChaosWaitError,
-  leaderMasterPid,
-  waitUntil,
-  type JobAccountingWatch,
-  type JobEventTap,
-  type ShardVersionWatch,
-} from './chaos-watch.js';
+import { ChaosWaitError, leaderMasterPid, waitUntil, type JobEventTap, type ShardVersionWatch } from './chaos-watch.js';
+import type { JobAccountingWatch } from './job-accounting.js';
 
 /** What a kill may hit: a service of a role, or the NATS server. */
 export type ChaosTarget = 'trainer' | 'pserver' | 'master' | 'evaluator' | 'nats';

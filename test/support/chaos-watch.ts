@@ -1,16 +1,12 @@
 import type { KV } from '@nats-io/kv';
 import { MasterClient, type EventSubscription } from '#libs/master-client';
-import type { EpochAccounting, JobEvent, JobStatusReply, MemberStatus, NatsConnection } from '#libs/messaging';
+import type { JobEvent, MemberStatus, NatsConnection } from '#libs/messaging';
 import { PserverClient, shardKey } from '#libs/pserver-client';
 
 /** How often every shard's version is sampled over gRPC `Status`. */
 export const VERSION_SAMPLE_MS = 200;
 /** Deadline of one `Status` call; a shard that does not answer in time is skipped for that sample. */
 export const VERSION_CALL_TIMEOUT_MS = 1_000;
-/** How often the master's status (and so its per-epoch accounting) is polled. */
-export const ACCOUNTING_POLL_MS = 1_000;
-/** Deadline of one status request to the master. */
-export const STATUS_REQUEST_TIMEOUT_MS = 2_000;
 /** How often a waiting condition is looked at again. */
 const POLL_MS = 100;
 
@@ -177,130 +173,6 @@ export class ShardVersionWatch {
 }
 
 /** The master's status as last seen, with the time it was answered. */
-export interface StatusSample {
-  status: JobStatusReply;
-  at: number;
-}
-
-/**
- * Polls the master's status of one job every {@link ACCOUNTING_POLL_MS} and keeps the latest
- * accounting of every epoch it saw (the master reports only its last few epochs), so the
- * exactly-once rule can be checked over the whole job, across master failovers.
- */
-export class JobAccountingWatch {
-  private readonly epochs = new Map<number, EpochAccounting>();
-  private readonly client: MasterClient;
-  private running = false;
-  private loop: Promise<void> = Promise.resolve();
-  /** The latest status answered, if any. */
-  last?: StatusSample;
-
-  constructor(
-    nc: NatsConnection,
-    private readonly jobId: string,
-  ) {
-    this.client = new MasterClient(nc, `chaos-watch-${process.pid}`, {
-      logger: { log: () => undefined, warn: () => undefined },
-    });
-  }
-
-  /** Starts polling. */
-  start(): void {
-    this.running = true;
-    this.loop = (async () => {
-      while (this.running) {
-        await this.poll();
-        await sleep(ACCOUNTING_POLL_MS);
-      }
-    })();
-  }
-
-  /** Stops polling after one last status (so the final accounting is included). */
-  async stop(): Promise<void> {
-    this.running = false;
-    await this.loop;
-    await this.poll();
-  }
-
-  /** Asks the master once; undefined while no master answers. */
-  async poll(): Promise<StatusSample | undefined> {
-    try {
-      const status = await this.client.jobStatus(this.jobId, { timeoutMs: STATUS_REQUEST_TIMEOUT_MS });
-      for (const e of status.epochs ?? []) this.epochs.set(e.epoch, e);
-      this.last = { status, at: Date.now() };
-      return this.last;
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** Accounting of every epoch seen, by epoch. */
-  accounting(): EpochAccounting[] {
-    return [...this.epochs.values()].sort((a, b) => a.epoch - b.epoch);
-  }
-
-  /**
-   * Every breach of "each task done exactly once per epoch" in what was seen: a task counted more
-   * than once, a finished epoch whose done and discarded tasks do not add up to every task, and
-   * an epoch never seen at all.
-   */
-  problems(): string[] {
-    const out: string[] = [];
-    const last = this.last?.status;
-    if (!last) return ['the master never answered a status request'];
-    const total = last.tasks.total;
-    const finalEpoch = last.epoch;
-    for (let epoch = 0; epoch <= finalEpoch; epoch++) {
-      const e = this.epochs.get(epoch);
-      if (!e) {
-        out.push(`epoch ${epoch}: never seen in a status reply`);
-        continue;
-      }
-      for (const [task, count] of Object.entries(e.doneCounts)) {
-        if (count !== 1) out.push(`epoch ${epoch}: task ${task} counted done ${count} times`);
-      }
-      const doneTasks = Object.keys(e.doneCounts).length;
-      if (e.done !== doneTasks) out.push(`epoch ${epoch}: done ${e.done} but ${doneTasks} tasks in doneCounts`);
-      if (epoch < finalEpoch && e.done + e.discarded !== total) {
-        out.push(`epoch ${epoch}: finished with ${e.done} done + ${e.discarded} discarded of ${total} tasks`);
-      }
-    }
-    return out;
-  }
-
-  /**
-   * Resolves with the first status answered after `since` (epoch ms) whose accounting moved past
-   * `before`: a later epoch, or more tasks done in the same one.
-   */
-  async waitBeyond(
-    before: JobStatusReply | undefined,
-    since: number,
-    timeoutMs: number,
-    abort?: () => string | undefined,
-  ) {
-    return waitUntil(
-      `job ${this.jobId}: the master counting tasks again`,
-      async () => {
-        const sample = await this.poll();
-        if (!sample || sample.at < since) return undefined;
-        if (!before) return sample;
-        const s = sample.status;
-        return s.epoch > before.epoch || (s.epoch === before.epoch && s.tasks.done > before.tasks.done)
-          ? sample
-          : undefined;
-      },
-      timeoutMs,
-      {
-        describe: () =>
-          this.last
-            ? `last status: epoch ${this.last.status.epoch}, ${this.last.status.tasks.done} done`
-            : 'no status answered',
-        abort,
-      },
-    );
-  }
-}
-
 /** An event with the time this process received it. */
 export interface SeenEvent {
   event: JobEvent;

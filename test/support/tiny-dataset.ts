@@ -1,12 +1,23 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import * as tf from '@tensorflow/tfjs';
 import { encodeExample } from '#libs/dataset';
-import { Compressor, writeRecordFile } from '#libs/recordio';
+import { decodeBatch, loadLayersModelFromDir } from '#libs/learner';
+import { Compressor, expandPatterns, scanRecords, writeRecordFile } from '#libs/recordio';
 
 /** Feature count of the tiny data set. */
 export const TINY_FEATURES = 8;
 /** Class count of the tiny data set. */
 export const TINY_CLASSES = 4;
+
+/** The record layout of the tiny data set, as its job specs declare it. */
+export const TINY_LAYOUT = {
+  featureShape: [TINY_FEATURES],
+  featureDtype: 'float32',
+  scale: 1,
+  labelDtype: 'int32',
+  numClasses: TINY_CLASSES,
+} as const;
 
 /** A deterministic pseudo-random generator (mulberry32). */
 export function seededRandom(seed: number): () => number {
@@ -20,7 +31,8 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-function examples(count: number, seed: number): Uint8Array[] {
+/** `count` examples; `labelShift` moves every label to another class (a set no model can score well on). */
+function examples(count: number, seed: number, labelShift = 0): Uint8Array[] {
   const rand = seededRandom(seed);
   const out: Uint8Array[] = [];
   for (let i = 0; i < count; i++) {
@@ -31,7 +43,14 @@ function examples(count: number, seed: number): Uint8Array[] {
       const centre = f % TINY_CLASSES === label ? 1.5 : 0;
       features[f] = centre + (rand() - 0.5) * 2;
     }
-    out.push(encodeExample({ features, shape: [TINY_FEATURES], labelDtype: 'int32', label }));
+    out.push(
+      encodeExample({
+        features,
+        shape: [TINY_FEATURES],
+        labelDtype: 'int32',
+        label: (label + labelShift) % TINY_CLASSES,
+      }),
+    );
   }
   return out;
 }
@@ -65,16 +84,29 @@ export async function writeTinyDataset(
       compressor: Compressor.Snappy,
     });
   }
-  await writeRecordFile(join(dir, 'eval-00000.recordio'), examples(opts.evalRecords ?? 256, 7), {
-    maxChunkSizeBytes,
-    compressor: Compressor.None,
-  });
+  await writeTinyEvalSet(dir, { records: opts.evalRecords ?? 256 });
   return {
     train: [join(dir, 'train-*.recordio')],
     eval: [join(dir, 'eval-*.recordio')],
     trainRecords: files * chunksPerFile * recordsPerChunk,
     trainChunks: files * chunksPerFile,
   };
+}
+
+/**
+ * Writes (or rewrites) the eval file of a tiny data set in `dir`. With `mislabelled`, every label
+ * names the wrong class: a model that learnt the training data scores near 0 on it, so a test can
+ * hold a job below its target for as long as it needs, then rewrite the set correctly.
+ */
+export async function writeTinyEvalSet(
+  dir: string,
+  opts: { records?: number; mislabelled?: boolean } = {},
+): Promise<void> {
+  const records = examples(opts.records ?? 256, 7, opts.mislabelled ? 1 : 0);
+  await writeRecordFile(join(dir, 'eval-00000.recordio'), records, {
+    maxChunkSizeBytes: records[0].length * 64,
+    compressor: Compressor.None,
+  });
 }
 
 /** A job spec for the tiny data set; `overrides` are merged one level deep. */
@@ -84,13 +116,7 @@ export function tinyJobSpec(id: string, data: TinyDataset, output: string, overr
     dataset: {
       train: data.train,
       eval: data.eval,
-      layout: {
-        featureShape: [TINY_FEATURES],
-        featureDtype: 'float32',
-        scale: 1,
-        labelDtype: 'int32',
-        numClasses: TINY_CLASSES,
-      },
+      layout: { ...TINY_LAYOUT, featureShape: [...TINY_LAYOUT.featureShape] },
     },
     model: { preset: 'mlp', hiddenUnits: [16] },
     optimizer: { type: 'adam', learningRate: 0.01 },
@@ -109,4 +135,25 @@ export function tinyJobSpec(id: string, data: TinyDataset, output: string, overr
         : (v as string);
   }
   return base;
+}
+
+/**
+ * Loads the model a job exported to `output` (`model.json` + weights, as `tf.loadLayersModel`
+ * would) and returns its accuracy on every record of the tiny data set's eval files.
+ */
+export async function scoreExportedModel(output: string, data: TinyDataset): Promise<number> {
+  const records: Uint8Array[] = [];
+  for (const file of await expandPatterns(data.eval)) for await (const r of scanRecords(file)) records.push(r);
+  const batch = decodeBatch(records, { ...TINY_LAYOUT, featureShape: [...TINY_LAYOUT.featureShape] });
+  const model = await loadLayersModelFromDir(output);
+  try {
+    return tf.tidy(() => {
+      const x = tf.tensor2d(batch.features, [batch.size, TINY_FEATURES]);
+      const predicted = (model.predict(x) as tf.Tensor).argMax(-1);
+      const correct = predicted.equal(tf.tensor1d(batch.labels, 'int32')).sum().dataSync()[0];
+      return correct / batch.size;
+    });
+  } finally {
+    model.dispose();
+  }
 }

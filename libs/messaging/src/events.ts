@@ -15,9 +15,27 @@ export interface EvaluationMetrics {
 export type JobEvent =
   | { type: 'submitted'; jobId: string; at: string }
   | { type: 'started'; jobId: string; at: string; epoch: number; tasksPerEpoch: number; records: number }
-  | { type: 'epoch'; jobId: string; at: string; epoch: number; done: number; discarded: number }
+  | {
+      type: 'epoch';
+      jobId: string;
+      at: string;
+      /** Epochs completed: the epoch that just closed is `epoch - 1`. */
+      epoch: number;
+      done: number;
+      discarded: number;
+      /** Times each task was counted done in the epoch that just closed, by task id. */
+      doneCounts: Record<string, number>;
+    }
   | { type: 'task-retried'; jobId: string; at: string; epoch: number; taskId: number; failures: number; error: string }
-  | { type: 'task-discarded'; jobId: string; at: string; epoch: number; taskId: number; failures: number; error: string }
+  | {
+      type: 'task-discarded';
+      jobId: string;
+      at: string;
+      epoch: number;
+      taskId: number;
+      failures: number;
+      error: string;
+    }
   | { type: 'waiting'; jobId: string; at: string; trainers: number; min: number }
   | {
       type: 'metrics';

@@ -452,7 +452,14 @@ export class TaskQueue {
     this.s.epochs = this.s.epochs.slice(-this.keptEpochs);
     change.job.epoch = this.s.epoch;
     change.tasks = this.s.tasks.map((t) => ({ ...t }));
-    events.push({ type: 'epoch', jobId: this.s.jobId, epoch: this.s.epoch, done: c.done, discarded: c.discarded });
+    events.push({
+      type: 'epoch',
+      jobId: this.s.jobId,
+      epoch: this.s.epoch,
+      done: c.done,
+      discarded: c.discarded,
+      doneCounts: { ...account.doneCounts },
+    });
     if (this.options.maxEpochs !== undefined && this.s.epoch >= this.options.maxEpochs) {
       this.stopInto(change, events, 'maxEpochs', `completed ${this.s.epoch} epochs`);
     }
