@@ -117,12 +117,12 @@ export interface TrainingSpec {
   batchSize: number;
   /** RecordIO chunks per task. */
   chunksPerTask: number;
-  /** Failures (or timeouts) after which a task is discarded. */
+  /** Failures (or timeouts) in one epoch after which a task is discarded for the rest of that epoch. */
   maxTaskFailures: number;
   /** Recomputations of a minibatch whose gradient was refused as stale, before the task fails. */
   maxGradientRetries: number;
   taskTimeout: TaskTimeoutSpec;
-  /** Seed for weight initialisation and shuffling; absent for a fresh one per job. */
+  /** Seed for weight initialisation; absent for fresh random weights. */
   seed?: number;
 }
 

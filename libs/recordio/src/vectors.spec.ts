@@ -8,7 +8,7 @@ import { Compressor } from './compressor.js';
 import { scanRecords } from './record-scanner.js';
 import { RecordWriter } from './record-writer.js';
 
-/** Test vectors produced by PaddlePaddle's Go recordio package (see DESIGN.md). */
+/** Test vectors produced by PaddlePaddle's Go recordio package. */
 const NONE_VECTOR =
   '04030201873a67950000000011000000020000000500000031323334350400000031323334' +
   '040302019a5680f2000000000600000001000000020000003132';
