@@ -14,7 +14,13 @@ const B = 16;
 
 const LEARNER_SPEC: LearnerSpec = {
   model: { preset: 'mlp', hiddenUnits: [12], activation: 'relu', dropout: 0 },
-  layout: { featureShape: [TINY_FEATURES], featureDtype: 'float32', scale: 1, labelDtype: 'int32', numClasses: TINY_CLASSES },
+  layout: {
+    featureShape: [TINY_FEATURES],
+    featureDtype: 'float32',
+    scale: 1,
+    labelDtype: 'int32',
+    numClasses: TINY_CLASSES,
+  },
   seed: 7,
 };
 /**
@@ -41,7 +47,11 @@ function stepBatches(): Uint8Array[][] {
 }
 
 /** One trainer: a learner and its pserver client, stepping through its share of each step's batch. */
-async function trainer(shards: RunningShard[], jobId: string, id: string): Promise<{ learner: TfjsLearner; client: ShardedPserverClient }> {
+async function trainer(
+  shards: RunningShard[],
+  jobId: string,
+  id: string,
+): Promise<{ learner: TfjsLearner; client: ShardedPserverClient }> {
   const learner = new TfjsLearner();
   await learner.initialize(LEARNER_SPEC);
   const params = await learner.getParams();
@@ -60,7 +70,9 @@ async function train(
   for (let step = 0; step < STEPS; step++) {
     const pulled = await t.client.pullParams(step);
     expect(pulled.versions.every((v) => v === step)).toBe(true);
-    t.learner.setParams(pulled.tensors.map((p) => ({ ...p, dtype: 'float32' as const, shape: [...p.shape] })) as NamedTensor[]);
+    t.learner.setParams(
+      pulled.tensors.map((p) => ({ ...p, dtype: 'float32' as const, shape: [...p.shape] })) as NamedTensor[],
+    );
     const batch: Batch = decodeBatch(share(batches[step]), LEARNER_SPEC.layout);
     await t.learner.train(batch);
     const outcome = await t.client.pushGradients(pulled.versions, batch.size, t.learner.getUpdate());
@@ -88,13 +100,13 @@ describe('sync SGD with real learners', () => {
    * averaged the trainers' mean gradients without weighting them by their examples fails there.
    */
   test.each([
-    ['sgd', 16, 16],
-    ['adam', 16, 16],
-    ['sgd', 10, 10],
-    ['adam', 10, 10],
+    { optimizer: 'sgd', shares: [16, 16] },
+    { optimizer: 'adam', shares: [16, 16] },
+    { optimizer: 'sgd', shares: [10, 22] },
+    { optimizer: 'adam', shares: [10, 22] },
   ] as const)(
-    'sync sgd - with %s, 2 trainers of %i and 32-%i examples give the parameters of 1 trainer of 32 after K steps',
-    async (optimizer, firstShare) => {
+    'sync sgd - with $optimizer, 2 trainers of $shares examples give the parameters of 1 trainer of 32 after K steps',
+    async ({ optimizer, shares: [firstShare] }) => {
       const batches = stepBatches();
       const run = `${optimizer}-${firstShare}`;
 
