@@ -13,7 +13,7 @@ import {
 } from './best-checkpoint.js';
 import { errorMessage } from './errors.js';
 import type { EvaluatorLogger } from './job-evaluation.js';
-import { StopPolicy, type JobProgress, type StopDecision } from './stop-policy.js';
+import { StopPolicy, type StopDecision } from './stop-policy.js';
 
 /** An evaluated parameter set. */
 export interface Scored {
@@ -68,16 +68,11 @@ export class BestSoFar {
    * Puts an evaluation of `scored.params` through the stop policy, keeps the parameters when
    * they are the new best, and records the outcome in the job's output.
    */
-  observe(scored: Scored, progress: JobProgress): StopDecision & { improved: boolean } {
-    const decision = this.policy.observe({ version: scored.version, value: scored.value, ...progress });
+  observe(scored: Scored): StopDecision & { improved: boolean } {
+    const decision = this.policy.observe({ version: scored.version, value: scored.value });
     if (decision.improved) this.kept = scored;
     this.save(decision.improved ? scored : undefined);
     return decision;
-  }
-
-  /** Checks the epoch and time budgets between evaluations. */
-  checkBudget(progress: JobProgress): StopDecision {
-    return this.policy.checkBudget(progress);
   }
 
   /** Resolves once every checkpoint write asked for so far has finished. */

@@ -59,7 +59,6 @@ export class JobEvaluation {
   readonly jobId: string;
   readonly startedAt: string;
   private record: JobRecord;
-  private readonly startedAtMs: number;
   private readonly feed: SnapshotFeed;
   private readonly scorer: Scorer;
   private readonly bestSoFar: BestSoFar;
@@ -77,12 +76,11 @@ export class JobEvaluation {
   ) {
     this.jobId = record.jobId;
     this.startedAt = record.startedAt;
-    this.startedAtMs = Date.parse(record.startedAt);
     this.record = record;
     this.scorer = new Scorer(spec, deps.evaluationSets);
     this.feed = new SnapshotFeed(
       { ...deps, manifest: () => this.scorer.manifest() },
-      { jobId: this.jobId, startedAtMs: this.startedAtMs, spec },
+      { jobId: this.jobId, startedAtMs: Date.parse(record.startedAt), spec },
     );
     this.bestSoFar = new BestSoFar({ jobId: this.jobId, startedAt: this.startedAt, spec }, deps.logger);
   }
@@ -97,20 +95,12 @@ export class JobEvaluation {
     this.loop ??= this.follow();
   }
 
-  /** Takes a newer record of the job (epoch, state), and checks the budgets against it. */
+  /**
+   * Takes a newer record of the job: its epoch, for the metrics, and, once the master stopped
+   * it (on its budget, or on anyone's request), the stop reason and time, for the summary.
+   */
   update(record: JobRecord): void {
     this.record = record;
-    this.checkBudget();
-  }
-
-  /** Checks the epoch and time budgets and sends the stop decision if one is due. */
-  checkBudget(nowMs: number = Date.now()): void {
-    if (this.stopping || this.record.state === 'stopped') return;
-    const decision = this.bestSoFar.checkBudget({
-      epoch: this.record.epoch,
-      elapsedSeconds: this.elapsedSeconds(nowMs),
-    });
-    if (decision.stop) void this.sendStop(decision);
   }
 
   /**
@@ -132,10 +122,6 @@ export class JobEvaluation {
     await this.stopFollowing();
     await this.bestSoFar.flushed();
     if (!this.closed) await this.release(false);
-  }
-
-  private elapsedSeconds(nowMs: number): number {
-    return (nowMs - this.startedAtMs) / 1000;
   }
 
   private async stopFollowing(): Promise<void> {
@@ -194,10 +180,7 @@ export class JobEvaluation {
     try {
       const { metrics, examples, value } = await this.scorer.score(params);
       const epoch = this.record.epoch;
-      const decision = this.bestSoFar.observe(
-        { version, value, params },
-        { epoch, elapsedSeconds: this.elapsedSeconds(Date.now()) },
-      );
+      const decision = this.bestSoFar.observe({ version, value, params });
       this.feed.scored(version);
       const best = this.bestSoFar.bestValue;
       publishEvent(this.deps.nc, { type: 'metrics', jobId: this.jobId, version, epoch, metrics, examples, best });
