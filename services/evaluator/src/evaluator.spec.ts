@@ -316,9 +316,13 @@ describe('evaluator', () => {
       await second.stop();
     }
     // A third start finds the export done and leaves it alone.
-    const third = new Evaluator(nc, buckets, params, quietLogger(), { id: 'evaluator-test-4' });
+    const thirdLogger = quietLogger();
+    const third = new Evaluator(nc, buckets, params, thirdLogger, { id: 'evaluator-test-4' });
     await third.start();
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(
+      () => thirdLogger.lines.some((l) => l.includes(`job ${jobId}: stopped and already exported`)),
+      'the export found done',
+    );
     expect(third.run(jobId)).toBeUndefined();
     await third.stop();
     await buckets.jobs.delete(jobId);

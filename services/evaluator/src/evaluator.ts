@@ -148,7 +148,10 @@ export class Evaluator {
   private async exportAfterRestart(record: JobRecord): Promise<void> {
     const spec = this.specOf(record);
     if (spec === undefined) return;
-    if ((await readExportedSummary(spec.output, record.jobId, record.startedAt)) !== undefined) return;
+    if ((await readExportedSummary(spec.output, record.jobId, record.startedAt)) !== undefined) {
+      this.logger.log(`job ${record.jobId}: stopped and already exported to ${spec.output}; nothing to do`);
+      return;
+    }
     const stoppedMs = Date.parse(record.stoppedAt ?? record.startedAt);
     if (Date.now() - stoppedMs > EXPORT_AFTER_RESTART_MAX_AGE_MS) {
       this.logger.warn(`job ${record.jobId}: stopped at ${record.stoppedAt} and never exported; too old to export now`);
