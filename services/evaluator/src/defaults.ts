@@ -1,7 +1,5 @@
 /** Defaults of the evaluator, with their units in their names. */
 
-/** How often the epoch and time budgets of running jobs are checked. */
-export const BUDGET_CHECK_INTERVAL_MS = 1_000;
 /** How long the status request for a summary waits for the master. */
 export const STATUS_TIMEOUT_MS = 2_000;
 /**

@@ -43,3 +43,8 @@ export class ModelExportError extends Error {
     super(`job ${jobId}: export to ${output}: ${reason}`, options);
   }
 }
+
+/** The message of `err` when it is an Error, else its string form: for log lines and events. */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,12 +1,10 @@
 import { env, type EnvSpec } from '#libs/config';
-import { BUDGET_CHECK_INTERVAL_MS, STATUS_TIMEOUT_MS } from './defaults.js';
+import { STATUS_TIMEOUT_MS } from './defaults.js';
 
 /** The evaluator's own settings. */
 export interface EvaluatorConfig {
   /** TF.js backend to force (`TRIBUTARY_BACKEND`); by default the fastest present is chosen. */
   backend: 'auto' | 'tensorflow' | 'wasm' | 'cpu';
-  /** How often running jobs' epoch and time budgets are checked (`EVALUATOR_BUDGET_CHECK_MS`). */
-  budgetCheckMs: number;
   /** How long the status request for a job summary waits for the master (`EVALUATOR_STATUS_TIMEOUT_MS`). */
   statusTimeoutMs: number;
 }
@@ -14,6 +12,5 @@ export interface EvaluatorConfig {
 /** Environment fields of the evaluator. */
 export const EVALUATOR_CONFIG: EnvSpec<EvaluatorConfig> = {
   backend: ['TRIBUTARY_BACKEND', env.oneOf(['auto', 'tensorflow', 'wasm', 'cpu'] as const, { default: 'auto' })],
-  budgetCheckMs: ['EVALUATOR_BUDGET_CHECK_MS', env.int({ default: BUDGET_CHECK_INTERVAL_MS, min: 10, max: 600_000 })],
   statusTimeoutMs: ['EVALUATOR_STATUS_TIMEOUT_MS', env.int({ default: STATUS_TIMEOUT_MS, min: 100, max: 120_000 })],
 };

@@ -34,7 +34,6 @@ describe('evaluator module', () => {
       id: 'evaluator-module-test',
       logLevel: 'error',
       backend: 'cpu',
-      budgetCheckMs: 100,
       statusTimeoutMs: 500,
     };
     const app = await NestFactory.createApplicationContext(

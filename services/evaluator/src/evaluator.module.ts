@@ -46,7 +46,6 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
     this.evaluator = new Evaluator(this.nc, this.buckets, this.params, this.logger, {
       id: this.settings.id,
       backend: backend.kind,
-      budgetCheckMs: this.settings.budgetCheckMs,
       statusTimeoutMs: this.settings.statusTimeoutMs,
     });
     await this.evaluator.start();

@@ -191,7 +191,7 @@ describe('evaluator', () => {
     const startedAt = new Date().toISOString();
     const logger = quietLogger();
     await putRecord({ jobId, state: 'running', spec, epoch: 0, startedAt });
-    const evaluator = new Evaluator(nc, buckets, params, logger, { id: 'evaluator-test-1', budgetCheckMs: 100 });
+    const evaluator = new Evaluator(nc, buckets, params, logger, { id: 'evaluator-test-1' });
     await evaluator.start();
     try {
       await notice(jobId, 0, 10);
@@ -316,9 +316,13 @@ describe('evaluator', () => {
       await second.stop();
     }
     // A third start finds the export done and leaves it alone.
-    const third = new Evaluator(nc, buckets, params, quietLogger(), { id: 'evaluator-test-4' });
+    const thirdLogger = quietLogger();
+    const third = new Evaluator(nc, buckets, params, thirdLogger, { id: 'evaluator-test-4' });
     await third.start();
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(
+      () => thirdLogger.lines.some((l) => l.includes(`job ${jobId}: stopped and already exported`)),
+      'the export found done',
+    );
     expect(third.run(jobId)).toBeUndefined();
     await third.stop();
     await buckets.jobs.delete(jobId);
@@ -378,14 +382,14 @@ describe('evaluator', () => {
     }
   });
 
-  it('evaluator - a missing evaluation file is reported, the epoch budget still stops the job, the model is exported unscored', async () => {
+  it('evaluator - a missing evaluation file is reported, and a job the master stopped on its epoch budget is exported unscored', async () => {
     const jobId = 'eval-missing';
     const spec = validateJobSpec(specInput(jobId, { stop: { maxEpochs: 2 }, eval: [join(dir, 'missing-*.rio')] }));
     const params = new FakeParams(new Map([[10, scaledIdentity(template, 10)]]));
     const startedAt = new Date().toISOString();
     await putRecord({ jobId, state: 'running', spec, epoch: 0, startedAt });
     const logger = quietLogger();
-    const evaluator = new Evaluator(nc, buckets, params, logger, { id: 'evaluator-test-5', budgetCheckMs: 50 });
+    const evaluator = new Evaluator(nc, buckets, params, logger, { id: 'evaluator-test-5' });
     await evaluator.start();
     try {
       await notice(jobId, 0, 10);
@@ -395,10 +399,7 @@ describe('evaluator', () => {
       expect(failure['version']).toBe(10);
       expect(logger.lines.some((l) => l.startsWith('ERROR') && l.includes('missing-*.rio'))).toBe(true);
 
-      await putRecord({ jobId, state: 'running', spec, epoch: 2, startedAt });
-      const stop = await waitFor(() => stops.find((s) => s.subject === SUBJECTS.stop(jobId)), 'maxEpochs stop');
-      expect(stop.body).toMatchObject({ reason: 'maxEpochs' });
-
+      // The master's side: the second epoch ends and the job stops on its budget.
       params.current = { version: 12, params: scaledIdentity(template, 10) };
       await putRecord({
         jobId,
@@ -421,18 +422,42 @@ describe('evaluator', () => {
     }
   });
 
-  it('evaluator - the time budget stops a job without any snapshot', async () => {
-    const jobId = 'eval-seconds';
-    const spec = validateJobSpec(specInput(jobId, { stop: { maxSeconds: 5 } }));
-    await putRecord({ jobId, state: 'running', spec, epoch: 0, startedAt: new Date(Date.now() - 6_000).toISOString() });
-    const evaluator = new Evaluator(nc, buckets, new FakeParams(new Map()), quietLogger(), {
-      id: 'evaluator-test-6',
-      budgetCheckMs: 50,
-    });
+  it('evaluator - leaves the epoch and time budgets to the master: past both, it keeps evaluating and sends no stop', async () => {
+    const jobId = 'eval-budgets';
+    const spec = validateJobSpec(specInput(jobId, { stop: { maxEpochs: 2, maxSeconds: 5 } }));
+    const params = new FakeParams(
+      new Map([
+        [10, scaledIdentity(template, 0)],
+        [20, scaledIdentity(template, 10)],
+      ]),
+    );
+    const startedAt = new Date(Date.now() - 6_000).toISOString();
+    await putRecord({ jobId, state: 'running', spec, epoch: 2, startedAt });
+    const evaluator = new Evaluator(nc, buckets, params, quietLogger(), { id: 'evaluator-test-6' });
     await evaluator.start();
     try {
-      const stop = await waitFor(() => stops.find((s) => s.subject === SUBJECTS.stop(jobId)), 'maxSeconds stop');
-      expect(stop.body).toMatchObject({ reason: 'maxSeconds' });
+      for (const v of [10, 20]) {
+        await notice(jobId, 0, v);
+        await notice(jobId, 1, v);
+        await waitFor(() => eventsOf(jobId, 'metrics').find((e) => e['version'] === v), `metrics of version ${v}`);
+      }
+      // A stop decided on version 10 would have gone out, on the same connection, before the
+      // metrics of version 20.
+      expect(stops.filter((s) => s.subject === SUBJECTS.stop(jobId))).toEqual([]);
+
+      // The master stops the job on its time budget; the evaluator exports as for any stop.
+      await putRecord({
+        jobId,
+        state: 'stopped',
+        spec,
+        epoch: 2,
+        startedAt,
+        stoppedAt: new Date().toISOString(),
+        reason: 'maxSeconds',
+      });
+      await waitFor(() => eventsOf(jobId, 'model-exported')[0], 'export after the budget stop');
+      const summary = JSON.parse(readFileSync(join(spec.output, 'summary.json'), 'utf8')) as JobSummary;
+      expect(summary).toMatchObject({ stopReason: 'maxSeconds', bestValue: 1, bestVersion: 20, epochs: 2 });
     } finally {
       await evaluator.stop();
       await buckets.jobs.delete(jobId);

@@ -1,7 +1,8 @@
 /**
  * The evaluator: watches the jobs bucket and runs a {@link JobEvaluation} for each running job
- * (several at a time), checks their budgets on a timer, exports each one when it stops, and keeps
- * its member status fresh.
+ * (several at a time), exports each one when it stops (whoever stopped it: the master on its
+ * epoch or time budget, this evaluator on target or patience, or a user), and keeps its member
+ * status fresh.
  */
 import { hostname } from 'node:os';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
@@ -10,7 +11,7 @@ import { validateJobSpec, type JobSpec } from '#libs/job-spec';
 import { MasterClient, parseJobRecord } from '#libs/master-client';
 import { watchBucket, type Buckets, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { MemberBeacon } from '#libs/service-runtime';
-import { BUDGET_CHECK_INTERVAL_MS, EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
+import { EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
 import { EvaluationSetCache } from './evaluation-set.js';
 import { JobEvaluation, type EvaluatorLogger, type JobActivity } from './job-evaluation.js';
 import { readExportedSummary } from './model-export.js';
@@ -22,7 +23,6 @@ export interface EvaluatorOptions {
   id: string;
   /** The TF.js backend in use, for the member entry. */
   backend?: string;
-  budgetCheckMs?: number;
   statusTimeoutMs?: number;
   /** Directory that relative evaluation patterns are resolved against. */
   cwd?: string;
@@ -45,7 +45,6 @@ export class Evaluator {
   private jsm: JetStreamManager | undefined;
   private watch: { stop(): void } | undefined;
   private watching: Promise<void> | undefined;
-  private timer: NodeJS.Timeout | undefined;
   private updates: Promise<void> = Promise.resolve();
 
   constructor(
@@ -70,7 +69,7 @@ export class Evaluator {
     return this.runs.get(jobId);
   }
 
-  /** Starts watching the jobs bucket, the budget timer and the member status. */
+  /** Starts watching the jobs bucket and keeping the member status. */
   async start(): Promise<void> {
     this.js = jetstream(this.nc);
     this.jsm = await jetstreamManager(this.nc);
@@ -87,13 +86,10 @@ export class Evaluator {
           });
       }
     })();
-    this.timer = setInterval(() => this.checkBudgets(), this.options.budgetCheckMs ?? BUDGET_CHECK_INTERVAL_MS);
-    this.timer.unref();
   }
 
   /** Stops watching and closes every run without exporting (an export under way finishes). */
   async stop(): Promise<void> {
-    clearInterval(this.timer);
     this.watch?.stop();
     await this.watching;
     await this.updates;
@@ -101,11 +97,6 @@ export class Evaluator {
     this.runs.clear();
     await this.beacon.stop();
     await this.params.close();
-  }
-
-  private checkBudgets(): void {
-    const now = Date.now();
-    for (const run of this.runs.values()) if (!run.done) run.checkBudget(now);
   }
 
   private async onEntry(entry: KvWatchEntry): Promise<void> {
@@ -157,7 +148,10 @@ export class Evaluator {
   private async exportAfterRestart(record: JobRecord): Promise<void> {
     const spec = this.specOf(record);
     if (spec === undefined) return;
-    if ((await readExportedSummary(spec.output, record.jobId, record.startedAt)) !== undefined) return;
+    if ((await readExportedSummary(spec.output, record.jobId, record.startedAt)) !== undefined) {
+      this.logger.log(`job ${record.jobId}: stopped and already exported to ${spec.output}; nothing to do`);
+      return;
+    }
     const stoppedMs = Date.parse(record.stoppedAt ?? record.startedAt);
     if (Date.now() - stoppedMs > EXPORT_AFTER_RESTART_MAX_AGE_MS) {
       this.logger.warn(`job ${record.jobId}: stopped at ${record.stoppedAt} and never exported; too old to export now`);

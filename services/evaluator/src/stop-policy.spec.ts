@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import type { JobSpec } from '#libs/job-spec';
 import {
   StopPolicy,
   isImprovement,
@@ -8,9 +9,9 @@ import {
   type StopMetric,
 } from './stop-policy.js';
 
-/** Evaluations at versions 1, 2, ... in epoch 0 at time 0, with the given values. */
+/** Evaluations at versions 1, 2, ..., with the given values. */
 function scored(values: readonly number[]): ScoredSnapshot[] {
-  return values.map((value, i) => ({ version: i + 1, value, epoch: 0, elapsedSeconds: 0 }));
+  return values.map((value, i) => ({ version: i + 1, value }));
 }
 
 const metricArb = fc.constantFrom<StopMetric>('accuracy', 'loss');
@@ -42,30 +43,29 @@ describe('stop policy', () => {
     });
   });
 
-  it('stop policy - maxEpochs and maxSeconds are checked between evaluations', () => {
-    const policy = new StopPolicy({ maxEpochs: 3, maxSeconds: 60 }, 'loss');
-    expect(policy.checkBudget({ epoch: 2, elapsedSeconds: 10 })).toEqual({ stop: false });
-    expect(policy.checkBudget({ epoch: 3, elapsedSeconds: 10 })).toMatchObject({ stop: true, reason: 'maxEpochs' });
-    const timed = new StopPolicy({ maxEpochs: 3, maxSeconds: 60 }, 'loss');
-    expect(timed.checkBudget({ epoch: 0, elapsedSeconds: 60 })).toMatchObject({ stop: true, reason: 'maxSeconds' });
+  it('stop policy - epoch and time budgets are left to the master: with only them it keeps evaluating', () => {
+    const budgetsOnly: JobSpec['stop'] = { maxEpochs: 1, maxSeconds: 1 };
+    const policy = new StopPolicy(budgetsOnly, 'loss');
+    const decisions = scored([1, 0.5, 0.7, 0.7, 0.2]).map((e) => policy.observe(e));
+    expect(decisions.map((d) => d.stop)).toEqual([false, false, false, false, false]);
+    expect(policy.evaluations).toBe(5);
+    expect(policy.best).toEqual({ value: 0.2, version: 5 });
   });
 
-  it('stop policy - an evaluation also checks the budgets', () => {
-    const policy = new StopPolicy({ target: 0.1, maxEpochs: 2 }, 'loss');
-    expect(policy.observe({ version: 5, value: 1, epoch: 2, elapsedSeconds: 3 })).toMatchObject({
-      stop: true,
-      reason: 'maxEpochs',
-      improved: true,
-    });
+  it('stop policy - with budgets beside a target, it stops on the target alone', () => {
+    const conditions: JobSpec['stop'] = { target: 0.1, maxEpochs: 1, maxSeconds: 1 };
+    const policy = new StopPolicy(conditions, 'loss');
+    expect(policy.observe({ version: 5, value: 1 })).toEqual({ stop: false, improved: true });
+    expect(policy.observe({ version: 6, value: 0.1 })).toMatchObject({ stop: true, reason: 'target', improved: true });
   });
 
   it('stop policy - the first decision sticks and the best keeps being tracked', () => {
     const policy = new StopPolicy({ target: 0.5 }, 'accuracy');
-    const first = policy.observe({ version: 1, value: 0.6, epoch: 0, elapsedSeconds: 0 });
-    const later = policy.observe({ version: 2, value: 0.9, epoch: 0, elapsedSeconds: 0 });
+    const first = policy.observe({ version: 1, value: 0.6 });
+    const later = policy.observe({ version: 2, value: 0.9 });
     expect(later).toMatchObject({ stop: true, reason: 'target', detail: first.stop ? first.detail : '' });
     expect(policy.best).toEqual({ value: 0.9, version: 2 });
-    expect(policy.checkBudget({ epoch: 100, elapsedSeconds: 1e9 })).toMatchObject({ reason: 'target' });
+    expect(policy.decision).toMatchObject({ reason: 'target' });
   });
 
   it('stop policy - NaN never improves nor meets a target', () => {
@@ -130,18 +130,16 @@ describe('stop policy', () => {
     );
   });
 
-  it('stop policy - budgets stop exactly when epoch or elapsed time reach them', () => {
+  it('stop policy - budgets alone never stop, whatever the evaluations', () => {
     fc.assert(
       fc.property(
+        metricArb,
         fc.integer({ min: 1, max: 50 }),
-        fc.integer({ min: 0, max: 60 }),
         fc.double({ min: 1, max: 1000, noNaN: true }),
-        fc.double({ min: 0, max: 2000, noNaN: true }),
-        (maxEpochs, epoch, maxSeconds, elapsedSeconds) => {
-          const decision = new StopPolicy({ maxEpochs, maxSeconds }, 'loss').checkBudget({ epoch, elapsedSeconds });
-          if (epoch >= maxEpochs) expect(decision).toMatchObject({ stop: true, reason: 'maxEpochs' });
-          else if (elapsedSeconds >= maxSeconds) expect(decision).toMatchObject({ stop: true, reason: 'maxSeconds' });
-          else expect(decision.stop).toBe(false);
+        fc.array(valueArb, { maxLength: 40 }),
+        (metric, maxEpochs, maxSeconds, values) => {
+          const budgets: JobSpec['stop'] = { maxEpochs, maxSeconds };
+          expect(replayStopPolicy(budgets, metric, scored(values)).stop).toBe(false);
         },
       ),
     );

@@ -1,36 +1,26 @@
 /**
- * When a job has trained enough: the job spec's `stop` conditions applied to the evaluations
- * of its snapshots and to its epoch and time budgets. Plain TypeScript, no I/O.
+ * When a job's model is good enough, or stopped getting better: the job spec's metric-based
+ * `stop` conditions (`target`, `patience`) applied to the evaluations of its snapshots. The
+ * budgets (`maxEpochs`, `maxSeconds`) are not judged here: the master owns the epoch counter and
+ * the start time and stops the job on them itself, evaluator or not. Plain TypeScript, no I/O.
  */
 
-/** Stop conditions of a job spec (`stop`); any subset, each checked independently. */
+/** The metric-based stop conditions of a job spec (`stop`); either, both or neither. */
 export interface StopConditions {
   /** Metric value to reach: accuracy >= target, loss <= target. */
   target?: number;
   /** Evaluations in a row without a new best value. */
   patience?: number;
-  /** Passes over the training data (the job's epoch counter). */
-  maxEpochs?: number;
-  /** Seconds since the job started. */
-  maxSeconds?: number;
 }
 
 /** The metric the policy follows: accuracy grows, loss shrinks. */
 export type StopMetric = 'accuracy' | 'loss';
 
 /** Reasons the evaluator may give for stopping a job. */
-export type PolicyStopReason = 'target' | 'patience' | 'maxEpochs' | 'maxSeconds';
+export type PolicyStopReason = 'target' | 'patience';
 
-/** The job's progress when a decision is taken. */
-export interface JobProgress {
-  /** The job's epoch counter (completed passes), from its job record. */
-  epoch: number;
-  /** Seconds since the job's `startedAt`. */
-  elapsedSeconds: number;
-}
-
-/** One evaluation of a snapshot, with the job's progress at that time. */
-export interface ScoredSnapshot extends JobProgress {
+/** One evaluation of a snapshot. */
+export interface ScoredSnapshot {
   /** The model version (pserver step) that was evaluated. */
   version: number;
   /** Value of the followed metric. */
@@ -73,12 +63,11 @@ function show(value: number): string {
 }
 
 /**
- * The stop policy of one job. Feed it each evaluation with {@link StopPolicy.observe}, and call
- * {@link StopPolicy.checkBudget} between evaluations for the epoch and time budgets. It tracks
+ * The stop policy of one job. Feed it each evaluation with {@link StopPolicy.observe}. It tracks
  * the best value and its version; once it has decided to stop, it keeps returning that decision.
  *
- * Checks, in this order: `target` (the evaluation meets it), `patience` (that many evaluations in
- * a row did not beat the best), `maxEpochs` (epoch >= maxEpochs), `maxSeconds` (elapsed >= maxSeconds).
+ * Checks, in this order: `target` (the evaluation meets it), then `patience` (that many
+ * evaluations in a row did not beat the best).
  */
 export class StopPolicy {
   private bestSoFar: BestEvaluation | undefined;
@@ -122,7 +111,7 @@ export class StopPolicy {
 
   /**
    * Takes the counters of an earlier policy of the same job (an evaluator that was restarted);
-   * the decision is not carried over, the next evaluation or budget check takes it again.
+   * the decision is not carried over, the next evaluation takes it again.
    */
   restore(state: PolicyState): void {
     this.bestSoFar = state.best === undefined ? undefined : { ...state.best };
@@ -161,31 +150,8 @@ export class StopPolicy {
           `${this.sinceImprovement} evaluations without improvement over the best ${this.metric} ` +
           (best === undefined ? '(none)' : `${show(best.value)} at version ${best.version}`),
       };
-    } else {
-      this.decided = this.budgetDecision(evaluation);
     }
     return { ...this.decided, improved };
-  }
-
-  /** Checks the epoch and time budgets alone, between evaluations. */
-  checkBudget(progress: JobProgress): StopDecision {
-    if (!this.decided.stop) this.decided = this.budgetDecision(progress);
-    return this.decided;
-  }
-
-  private budgetDecision(progress: JobProgress): StopDecision {
-    const { maxEpochs, maxSeconds } = this.conditions;
-    if (maxEpochs !== undefined && progress.epoch >= maxEpochs) {
-      return { stop: true, reason: 'maxEpochs', detail: `epoch ${progress.epoch} reached maxEpochs ${maxEpochs}` };
-    }
-    if (maxSeconds !== undefined && progress.elapsedSeconds >= maxSeconds) {
-      return {
-        stop: true,
-        reason: 'maxSeconds',
-        detail: `${show(progress.elapsedSeconds)} s since the job started reached maxSeconds ${maxSeconds}`,
-      };
-    }
-    return KEEP_GOING;
   }
 }
 

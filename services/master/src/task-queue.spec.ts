@@ -175,6 +175,10 @@ describe('task queue', () => {
       if (e === 1) {
         expect(t.change?.job).toMatchObject({ epoch: 2, state: 'stopped', reason: 'maxEpochs' });
         expect(t.events.map((ev) => ev.type)).toEqual(['epoch', 'stopped']);
+        expect(t.events[1]).toMatchObject({
+          reason: 'maxEpochs',
+          detail: 'epoch budget spent: 2 epochs completed, stop.maxEpochs is 2',
+        });
       }
     }
     expect(queue.state).toBe('stopped');
@@ -188,6 +192,7 @@ describe('task queue', () => {
     clock.advance(10_000);
     const t = queue.expire();
     expect(t.change?.job).toMatchObject({ state: 'stopped', reason: 'maxSeconds' });
+    expect(queue.detail).toBe('time budget spent: 10.0 s since the job started, stop.maxSeconds is 10');
     expect(queue.claim({ taskId: 0, epoch: 0, dispatchId: 'x', trainerId: 't' }).result).toEqual({
       ok: false,
       reason: 'stopped',

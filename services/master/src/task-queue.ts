@@ -102,9 +102,9 @@ export interface TaskQueueOptions {
   /** A task failing (or timing out) more often than this in one epoch is discarded for the epoch. */
   maxTaskFailures: number;
   timeout: TaskTimeoutPolicy;
-  /** The job stops (reason maxEpochs) when the epoch counter reaches this. */
+  /** `stop.maxEpochs`: the job stops (reason maxEpochs) when the epoch counter reaches this. */
   maxEpochs?: number;
-  /** The job stops (reason maxSeconds) this long after it started. */
+  /** `stop.maxSeconds`: the job stops (reason maxSeconds) this long after it started. */
   maxSeconds?: number;
   /** Most distinct trainers holding claimed tasks at once; a claim beyond is refused `full`. */
   maxTrainers?: number;
@@ -139,6 +139,11 @@ function settled(task: TaskState, status: TaskStatus, extra: Partial<TaskState> 
  * `maxTaskFailures` failures; when no task is todo or pending the epoch ends and every task
  * (discarded ones too) starts over. Every transition mutates the in-memory state and returns the
  * change to persist plus the events to publish. No I/O happens here.
+ *
+ * The queue is the only place a job stops on its budgets (`maxEpochs`, `maxSeconds`): it holds
+ * the epoch counter and the start time in the fenced Redis state, so the budget holds across
+ * master failovers and whether or not an evaluator runs. The evaluator stops jobs on its metric
+ * (`target`, `patience`) through a stop request.
  */
 export class TaskQueue {
   private s: QueueSnapshot;
@@ -376,8 +381,11 @@ export class TaskQueue {
         change.tasks.push(this.fail(t, 'timeout', events));
       }
     }
-    if (this.options.maxSeconds !== undefined && now - this.s.startedAt >= this.options.maxSeconds * 1000) {
-      this.stopInto(change, events, 'maxSeconds', `ran for ${this.options.maxSeconds} s`);
+    const maxSeconds = this.options.maxSeconds;
+    if (maxSeconds !== undefined && now - this.s.startedAt >= maxSeconds * 1000) {
+      const ranSeconds = ((now - this.s.startedAt) / 1000).toFixed(1);
+      const detail = `time budget spent: ${ranSeconds} s since the job started, stop.maxSeconds is ${maxSeconds}`;
+      this.stopInto(change, events, 'maxSeconds', detail);
       return { result: expired, change, events };
     }
     if (expired === 0) return { result: 0, change: null, events: [] };
@@ -460,8 +468,10 @@ export class TaskQueue {
       discarded: c.discarded,
       doneCounts: { ...account.doneCounts },
     });
-    if (this.options.maxEpochs !== undefined && this.s.epoch >= this.options.maxEpochs) {
-      this.stopInto(change, events, 'maxEpochs', `completed ${this.s.epoch} epochs`);
+    const maxEpochs = this.options.maxEpochs;
+    if (maxEpochs !== undefined && this.s.epoch >= maxEpochs) {
+      const detail = `epoch budget spent: ${this.s.epoch} epochs completed, stop.maxEpochs is ${maxEpochs}`;
+      this.stopInto(change, events, 'maxEpochs', detail);
     }
   }
 

@@ -45,7 +45,10 @@ describe('master tasks', () => {
     const done = await trainer.work('two-epochs', () => log.of('two-epochs', 'stopped').length > 0);
     expect(done).toBe(16);
     const stopped = await log.waitFor('two-epochs', 'stopped');
-    expect(stopped.reason).toBe('maxEpochs');
+    expect(stopped).toMatchObject({
+      reason: 'maxEpochs',
+      detail: 'epoch budget spent: 2 epochs completed, stop.maxEpochs is 2',
+    });
     expect(log.of('two-epochs', 'epoch')).toEqual([
       expect.objectContaining({ epoch: 1, done: 8, discarded: 0 }),
       expect.objectContaining({ epoch: 2, done: 8, discarded: 0 }),
@@ -139,6 +142,18 @@ describe('master tasks', () => {
     }
     await jetstream(nc).publish(SUBJECTS.stop('quorum'), encodeJson({ reason: 'patience', detail: 'no progress' }));
     expect(await log.waitFor('quorum', 'stopped')).toMatchObject({ reason: 'patience', detail: 'no progress' });
+  });
+
+  test('master tasks - stop.maxSeconds ends a job on the master alone, with no evaluator and no task done', async () => {
+    await submit(jobSpec('time-budget', data, { stop: { maxSeconds: 1 }, trainers: { min: 5 } }));
+    const stopped = await log.waitFor('time-budget', 'stopped', 10_000);
+    expect(stopped.reason).toBe('maxSeconds');
+    expect(stopped.detail).toMatch(/^time budget spent: \d+\.\d s since the job started, stop\.maxSeconds is 1$/);
+    expect(await trainer.status('time-budget')).toMatchObject({
+      state: 'stopped',
+      reason: 'maxSeconds',
+      tasks: { done: 0 },
+    });
   });
 
   test('master tasks - the master shows itself in the members bucket as leader', async () => {
