@@ -2,13 +2,18 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
   DataType,
+  assignShards,
+  MalformedTensorError,
+  elementCount,
+  sameShape,
   type BeginInitReply,
+  type NamedTensor,
   type SaveReply,
+  type ShardMap,
   type StatusReply,
   type TensorInfo,
-} from '#proto/generated/pserver.js';
+} from '#libs/pserver-protocol';
 import {
-  MalformedTensorError,
   PserverError,
   PserverTimeoutError,
   PserverUnavailableError,
@@ -16,7 +21,7 @@ import {
   StaleGradientError,
   fromServiceError,
 } from './errors.js';
-import { DEFAULT_PULL_WAIT_MS } from './grpc-options.js';
+import { DEFAULT_PULL_WAIT_MS } from './call-deadlines.js';
 import { PserverClient, type PserverClientOptions, type PulledShard } from './pserver-client.js';
 import {
   ADDRESS_WAIT_MS,
@@ -24,8 +29,6 @@ import {
   StaticShardDirectory,
   type ShardDirectory,
 } from './shard-directory.js';
-import { assignShards, type ShardMap } from './sharding.js';
-import { elementCount, sameShape, type NamedTensor } from './tensor-codec.js';
 
 /** How often `waitInitialized` asks again while another trainer initialises. */
 export const INIT_POLL_MS = 250;

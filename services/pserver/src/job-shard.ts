@@ -32,7 +32,7 @@
  *   starts from the recorded one rather than from 0.
  */
 
-import { assignShards, dataTypeName, elementCount, sameShape, DataType, type TensorInfo } from '#libs/pserver-client';
+import { assignShards, dataTypeName, elementCount, sameShape, DataType, type TensorInfo } from '#libs/pserver-protocol';
 import { createOptimizerState } from '#libs/optimizer';
 import type { CheckpointData } from './checkpoint.js';
 import {

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { JOB_ID_PATTERN } from '#libs/messaging';
-import type { TensorInfo } from '#libs/pserver-client';
+import type { TensorInfo } from '#libs/pserver-protocol';
 import { loadCheckpoint, writeCheckpoint, type CheckpointData, type CheckpointRecord } from './checkpoint.js';
 import { CheckpointError, InvalidRequestError, UnknownJobError } from './errors.js';
 import { JobShard, type InitElectionResult } from './job-shard.js';
