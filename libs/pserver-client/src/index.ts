@@ -13,6 +13,7 @@ export {
   StaleGradientError,
   fromServiceError,
 } from './errors.js';
+export { INIT_POLL_MS, INIT_WAIT_MS } from './init-election.js';
 export { PserverClient } from './pserver-client.js';
 export {
   ADDRESS_WAIT_MS,
@@ -23,27 +24,19 @@ export {
   StaticShardDirectory,
   shardKey,
 } from './shard-directory.js';
-export {
-  INIT_POLL_MS,
-  INIT_WAIT_MS,
-  ShardedPserverClient,
-  UNAVAILABLE_BACKOFF_MS,
-  UNAVAILABLE_MAX_BACKOFF_MS,
-  UNAVAILABLE_RETRY_MS,
-} from './sharded-client.js';
+export { ShardedPserverClient } from './sharded-client.js';
+export { UNAVAILABLE_BACKOFF_MS, UNAVAILABLE_MAX_BACKOFF_MS, UNAVAILABLE_RETRY_MS } from './unavailable-retry.js';
 
+export type { InitElection } from './init-election.js';
 export type { PserverClientOptions, PullOptions, PulledShard, PushRequest } from './pserver-client.js';
 export type { KvShardDirectoryOptions, ShardDirectory } from './shard-directory.js';
+export type { ParamInfo, ParamTensor, TensorLike } from './shard-fanout.js';
 export type {
-  InitElection,
-  ParamInfo,
-  ParamTensor,
   PulledParams,
   PushOutcome,
   ShardedPserverClientOptions,
   ShardedPullOptions,
   ShardedPushOptions,
-  TensorLike,
 } from './sharded-client.js';
 export type {
   BeginInitReply,
