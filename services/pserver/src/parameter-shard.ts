@@ -4,7 +4,8 @@ import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { TensorInfo } from '#libs/pserver-protocol';
 import { loadCheckpoint, writeCheckpoint, type CheckpointData, type CheckpointRecord } from './checkpoint.js';
 import { CheckpointError, InvalidRequestError, UnknownJobError } from './errors.js';
-import { JobShard, type InitElectionResult } from './job-shard.js';
+import type { InitElectionResult } from './init-election.js';
+import { JobShard } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
 import { readProgressRecord, syncProgressRecord, writeProgressRecord, type ProgressRecord } from './progress-record.js';
 
@@ -62,7 +63,7 @@ const silent: ShardLogger = { log: () => undefined, warn: () => undefined, error
  * Every job's slice of the parameters held by this process: creates a job on its first
  * BeginInit, resumes one from its checkpoint directory (`preload` at start, or the first time
  * any call names it), drops silent members, keeps each job's progress record current (see
- * `job-shard.ts` for how a restart uses it), and checkpoints each job by steps, by time, on
+ * `shard-recovery.ts` for how a restart uses it), and checkpoints each job by steps, by time, on
  * request, when it stops (`retire`) and on shutdown.
  */
 export class ParameterShard {
