@@ -34,8 +34,15 @@
  */
 
 import { createOptimizerState, type OptimizerKernel } from '#libs/optimizer';
-import type { CheckpointData } from './checkpoint.js';
-import type { ProgressRecord, RecordedMember } from './progress-record.js';
+import { loadCheckpoint, type CheckpointData } from './checkpoint.js';
+import { CheckpointError } from './errors.js';
+import type { ShardLogger } from './parameter-shard.js';
+import {
+  readProgressRecord,
+  writeProgressRecord,
+  type ProgressRecord,
+  type RecordedMember,
+} from './progress-record.js';
 import type { ShardParam } from './shard-parameters.js';
 
 /** What a job shard resumes with: the checkpoint's parameters at the version it had reached. */
@@ -100,4 +107,102 @@ export class RecoveryStep {
   stepsForPull(version: number, minVersion: number): boolean {
     return this.openAt !== undefined && this.openAt === version && minVersion > version;
   }
+}
+
+/** Settings of a `ShardRecovery`. */
+export interface ShardRecoveryOptions {
+  /** This process's shard index. */
+  shard: number;
+  /** The checkpoint directory of a job. */
+  jobDir: (jobId: string) => string;
+  logger: ShardLogger;
+}
+
+/** A checkpoint a job resumes from, and the file it was read from. */
+export interface ResumePoint {
+  data: CheckpointData;
+  file: string;
+}
+
+/**
+ * The disk side of recovery for one shard: finds the checkpoint and the progress record a job
+ * resumes from, and keeps the progress record current while the job runs.
+ */
+export class ShardRecovery {
+  constructor(private readonly options: ShardRecoveryOptions) {}
+
+  /**
+   * The job's latest intact checkpoint, if any. A checkpoint directory with none usable is
+   * logged and answered with undefined, so the job is initialised again by the election; a
+   * checkpoint of another job or shard is a `CheckpointError`.
+   */
+  async resumePoint(jobId: string): Promise<ResumePoint | undefined> {
+    const { shard, logger } = this.options;
+    let found: ResumePoint | undefined;
+    try {
+      found = await loadCheckpoint(this.options.jobDir(jobId), (line) => logger.warn(line));
+    } catch (err) {
+      if (!(err instanceof CheckpointError)) throw err;
+      logger.error(`job ${jobId}: ${err.message}; the job will be initialised again by the election`);
+      return undefined;
+    }
+    if (!found) return undefined;
+    const { data, file } = found;
+    if (data.jobId !== jobId || data.shard !== shard) {
+      throw new CheckpointError(
+        file,
+        `belongs to job ${data.jobId} shard ${data.shard}, not job ${jobId} shard ${shard}`,
+      );
+    }
+    return found;
+  }
+
+  /** The job's progress record, if it has a usable one (a damaged one is logged and ignored). */
+  progress(jobId: string): ProgressRecord | undefined {
+    const { shard, logger } = this.options;
+    try {
+      const record = readProgressRecord(this.options.jobDir(jobId));
+      if (record && (record.jobId !== jobId || record.shard !== shard)) {
+        logger.warn(`job ${jobId}: progress record belongs to job ${record.jobId} shard ${record.shard}; ignored`);
+        return undefined;
+      }
+      return record;
+    } catch (err) {
+      logger.warn(`job ${jobId}: ${(err as Error).message}; resuming at the checkpoint's version`);
+      return undefined;
+    }
+  }
+
+  /**
+   * The version a job without a checkpoint starts at once initialised again: the recorded one,
+   * so that its version does not go back either; 0 for a new job.
+   */
+  firstVersion(jobId: string): number {
+    return this.progress(jobId)?.version ?? 0;
+  }
+
+  /**
+   * Rewrites the job's progress record, synchronously, so that it is on disk before the version
+   * or member it records is visible to anyone. A failure is logged; the job goes on.
+   */
+  record(jobId: string, version: number, members: RecordedMember[]): void {
+    try {
+      writeProgressRecord(this.options.jobDir(jobId), { jobId, shard: this.options.shard, version, members });
+    } catch (err) {
+      this.options.logger.error(`job ${jobId}: progress record not written: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** The log line of a resumed job: where from, at which version, and what was lost. */
+export function describeResume(point: ResumePoint, version: number, members: number): string {
+  const { data, file } = point;
+  const lost =
+    version > data.version
+      ? `; the updates of versions ${data.version + 1}..${version} to this shard's parameters were lost`
+      : '';
+  return (
+    `job ${data.jobId}: resumed at version ${version} from ${file} (checkpoint of version ${data.version})${lost}` +
+    (members > 0 ? `; ${members} member(s) of the quorum restored` : '')
+  );
 }
