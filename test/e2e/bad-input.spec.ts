@@ -18,14 +18,19 @@ import {
 } from '#libs/messaging';
 import {
   InvalidGradientError,
-  MAX_MESSAGE_SIZE_BYTES,
   PserverClient,
   StaleGradientError,
   shardKey,
   type NamedTensor,
   type TensorArray,
 } from '#libs/pserver-client';
-import { DataType, ParameterServerClient, type PushChunk, type PushReply } from '#proto/generated/pserver.js';
+import {
+  DataType,
+  MAX_MESSAGE_SIZE_BYTES,
+  ParameterServerClient,
+  type PushChunk,
+  type PushReply,
+} from '#libs/pserver-protocol';
 import { HEADER_SIZE_BYTES, indexFiles } from '#libs/recordio';
 import { waitForEvent } from '../support/job-events.js';
 import { testCluster } from '../support/test-cluster.js';

@@ -1,23 +1,5 @@
 import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
-
-/** Trailing metadata key carrying the shard's version when a push is refused for its version. */
-export const SHARD_VERSION_METADATA_KEY = 'tributary-shard-version';
-/** Trailing metadata key carrying the machine-readable reason of a refusal. */
-export const ERROR_REASON_METADATA_KEY = 'tributary-error-reason';
-
-/** A tensor message or part is inconsistent: bad dtype or shape, a part out of place, too large. */
-export class MalformedTensorError extends Error {
-  override readonly name = 'MalformedTensorError';
-
-  constructor(
-    /** The tensor's name as sent (may be empty). */
-    readonly tensor: string,
-    reason: string,
-    options?: ErrorOptions,
-  ) {
-    super(`tensor "${tensor}": ${reason}`, options);
-  }
-}
+import { ERROR_REASON_METADATA_KEY, MalformedTensorError, SHARD_VERSION_METADATA_KEY } from '#libs/pserver-protocol';
 
 /** A parameter server call failed. `code` is the gRPC status code, `shard` the shard called. */
 export class PserverError extends Error {

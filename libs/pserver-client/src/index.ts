@@ -1,30 +1,20 @@
 /**
- * Clients of the parameter servers: one shard (`PserverClient`) or all shards of a job
- * (`ShardedPserverClient`), the shard map both sides share, and the tensor wire format.
+ * `#libs/pserver-client`: clients of the parameter servers: one shard (`PserverClient`) or all
+ * shards of a job (`ShardedPserverClient`), and where the shards are (`ShardDirectory`). What
+ * travels on the wire (shard map, tensor codec, channel options) is `#libs/pserver-protocol`.
  */
+export { CALL_TIMEOUT_MS, DEFAULT_PULL_WAIT_MS, PULL_DEADLINE_MARGIN_MS } from './call-deadlines.js';
 export {
-  ERROR_REASON_METADATA_KEY,
   InvalidGradientError,
-  MalformedTensorError,
   PserverError,
   PserverTimeoutError,
   PserverUnavailableError,
-  SHARD_VERSION_METADATA_KEY,
   ShardCallError,
   StaleGradientError,
   fromServiceError,
 } from './errors.js';
-export {
-  CALL_TIMEOUT_MS,
-  CLIENT_CHANNEL_OPTIONS,
-  DEFAULT_PULL_WAIT_MS,
-  FLOW_CONTROL_WINDOW_BYTES,
-  MAX_MESSAGE_SIZE_BYTES,
-  PULL_DEADLINE_MARGIN_MS,
-  SERVER_CHANNEL_OPTIONS,
-} from './grpc-options.js';
+export { INIT_POLL_MS, INIT_WAIT_MS } from './init-election.js';
 export { PserverClient } from './pserver-client.js';
-export type { PserverClientOptions, PullOptions, PulledShard, PushRequest } from './pserver-client.js';
 export {
   ADDRESS_WAIT_MS,
   INITIAL_WATCH_WAIT_MS,
@@ -34,48 +24,28 @@ export {
   StaticShardDirectory,
   shardKey,
 } from './shard-directory.js';
+export { ShardedPserverClient } from './sharded-client.js';
+export { UNAVAILABLE_BACKOFF_MS, UNAVAILABLE_MAX_BACKOFF_MS, UNAVAILABLE_RETRY_MS } from './unavailable-retry.js';
+
+export type { InitElection } from './init-election.js';
+export type { PserverClientOptions, PullOptions, PulledShard, PushRequest } from './pserver-client.js';
 export type { KvShardDirectoryOptions, ShardDirectory } from './shard-directory.js';
-export {
-  INIT_POLL_MS,
-  INIT_WAIT_MS,
-  ShardedPserverClient,
-  UNAVAILABLE_BACKOFF_MS,
-  UNAVAILABLE_MAX_BACKOFF_MS,
-  UNAVAILABLE_RETRY_MS,
-} from './sharded-client.js';
+export type { ParamInfo, ParamTensor, TensorLike } from './shard-fanout.js';
 export type {
-  InitElection,
-  ParamInfo,
-  ParamTensor,
   PulledParams,
   PushOutcome,
   ShardedPserverClientOptions,
   ShardedPullOptions,
   ShardedPushOptions,
-  TensorLike,
 } from './sharded-client.js';
-export { ShardMap, ShardingError, assignShards } from './sharding.js';
-export type { ParamSize } from './sharding.js';
-export {
-  MAX_CHUNK_SIZE_BYTES,
-  MAX_TENSOR_SIZE_BYTES,
-  TensorAssembler,
-  dataTypeName,
-  dataTypeOf,
-  elementCount,
-  elementSizeBytes,
-  sameShape,
-  tensorParts,
-  toNamedTensor,
-  typedArrayOf,
-} from './tensor-codec.js';
-export type { AssembledTensor, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';
-export { DataType } from '#proto/generated/pserver.js';
 export type {
   BeginInitReply,
   JobStatus,
+  NamedTensor,
   PushReply,
   SaveReply,
+  ShardMap,
   StatusReply,
+  TensorArray,
   TensorInfo,
-} from '#proto/generated/pserver.js';
+} from '#libs/pserver-protocol';

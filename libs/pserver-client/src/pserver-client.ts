@@ -6,35 +6,29 @@ import {
   type ServiceError,
 } from '@grpc/grpc-js';
 import {
+  CLIENT_CHANNEL_OPTIONS,
+  MAX_CHUNK_SIZE_BYTES,
   ParameterServerClient,
+  TensorAssembler,
+  tensorParts,
+  toNamedTensor,
   type BeginInitReply,
   type BeginInitRequest,
   type FinishInitReply,
   type InitChunk,
   type InitParamsReply,
   type JoinReply,
+  type NamedTensor,
   type PullChunk,
   type PushChunk,
   type PushReply,
   type SaveReply,
   type StatusReply,
   type Tensor,
-} from '#proto/generated/pserver.js';
-import { fromServiceError } from './errors.js';
-import {
-  CALL_TIMEOUT_MS,
-  CLIENT_CHANNEL_OPTIONS,
-  DEFAULT_PULL_WAIT_MS,
-  PULL_DEADLINE_MARGIN_MS,
-} from './grpc-options.js';
-import {
-  MAX_CHUNK_SIZE_BYTES,
-  TensorAssembler,
-  tensorParts,
-  toNamedTensor,
-  type NamedTensor,
   type TensorArray,
-} from './tensor-codec.js';
+} from '#libs/pserver-protocol';
+import { CALL_TIMEOUT_MS, DEFAULT_PULL_WAIT_MS, PULL_DEADLINE_MARGIN_MS } from './call-deadlines.js';
+import { fromServiceError } from './errors.js';
 
 /** Settings of a `PserverClient`. */
 export interface PserverClientOptions {

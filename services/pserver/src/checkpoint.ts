@@ -21,7 +21,7 @@ import { CheckpointError } from './errors.js';
  * log line naming the damaged file and the one used instead.
  *
  * A checkpoint holds the parameters of one version; the version a restarted shard resumes at
- * comes from its progress record (see the top of `job-shard.ts` and `progress-record.ts`).
+ * comes from its progress record (see `shard-recovery.ts` and `progress-record.ts`).
  */
 
 /** Name of the metadata file in a checkpoint directory. */

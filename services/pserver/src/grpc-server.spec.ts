@@ -6,12 +6,12 @@ import {
   InvalidGradientError,
   PserverClient,
   PserverError,
-  SHARD_VERSION_METADATA_KEY,
   ShardedPserverClient,
   StaleGradientError,
   type ParamInfo,
   type TensorLike,
 } from '#libs/pserver-client';
+import { SHARD_VERSION_METADATA_KEY } from '#libs/pserver-protocol';
 import { startShards, type RunningShard } from './in-process-shards.js';
 
 const LR = 0.5;

@@ -11,25 +11,23 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
+  ERROR_REASON_METADATA_KEY,
+  FLOW_CONTROL_WINDOW_BYTES,
+  MAX_CHUNK_SIZE_BYTES,
+  MalformedTensorError,
   ParameterServerService,
+  SERVER_CHANNEL_OPTIONS,
+  SHARD_VERSION_METADATA_KEY,
+  TensorAssembler,
+  tensorParts,
+  typedArrayOf,
   type InitChunk,
   type ParameterServerServer,
   type PullChunk,
   type PullRequest,
   type PushChunk,
   type PushReply,
-} from '#proto/generated/pserver.js';
-import {
-  ERROR_REASON_METADATA_KEY,
-  FLOW_CONTROL_WINDOW_BYTES,
-  MAX_CHUNK_SIZE_BYTES,
-  MalformedTensorError,
-  SERVER_CHANNEL_OPTIONS,
-  SHARD_VERSION_METADATA_KEY,
-  TensorAssembler,
-  tensorParts,
-  typedArrayOf,
-} from '#libs/pserver-client';
+} from '#libs/pserver-protocol';
 import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
 import type { JobShard } from './job-shard.js';
 import type { ParameterShard, ShardLogger } from './parameter-shard.js';

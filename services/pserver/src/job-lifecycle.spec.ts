@@ -10,7 +10,7 @@ import {
   type JobRecord,
   type NatsConnection,
 } from '#libs/messaging';
-import { DataType } from '#libs/pserver-client';
+import { DataType } from '#libs/pserver-protocol';
 import { UnknownJobError } from './errors.js';
 import { JobLifecycle } from './job-lifecycle.js';
 import { ParameterShard, type ShardLogger } from './parameter-shard.js';

@@ -1,4 +1,4 @@
-import { DataType } from '#libs/pserver-client';
+import { DataType } from '#libs/pserver-protocol';
 import {
   AlreadyInitializedError,
   GradientVersionError,

@@ -1,59 +1,19 @@
-/*
- * Recovery of a restarted shard, and why its version never goes back.
- *
- * A shard keeps two things on disk per job: checkpoints (parameters, optimizer state, version;
- * every `checkpoint.everySteps` steps or `checkpoint.everySeconds`, and on shutdown) and the
- * progress record (`progress-record.ts`: the version and the quorum, rewritten on every step and
- * every membership change, before either is visible to a trainer).
- *
- * A shard that restarts resumes each job from its latest intact checkpoint, taken at version
- * v_c, and from its progress record, which says the version v_r >= v_c it had reached. It then
- * serves the checkpoint's parameters as version v_r and goes on counting from there:
- *
- * - The version a trainer or the evaluator sees never decreases, and every version a trainer
- *   holds is one the shard accepts: a trainer that pulled v_r pushes for v_r and is taken; one
- *   whose push was cut off by the crash sends it again (the client retries it).
- * - The shards of a synchronous job keep the same version numbers, so pulls that want every
- *   shard at one version keep working; the other shards lose nothing.
- * - The cost: this shard's slice of the model lost the updates of steps v_c+1..v_r (at most one
- *   checkpoint interval). Training goes on from those slightly older values, as if those steps
- *   had made smaller updates to this slice; SGD absorbs such a perturbation, and the evaluator
- *   judges the model as it is. Checkpoint more often (`checkpoint.everySteps`) to lose less.
- * - The gradients of the open step died with the process. Trainers whose push was answered
- *   before the crash are waiting for version v_r + 1 and will not push again, so the first step
- *   after a restart (the recovery step) does not wait for the quorum: it is taken as soon as one
- *   push for v_r arrives, and the other pushes for v_r are refused as stale and recomputed. A
- *   pull that wants a later version before any such push arrives takes it too, without an
- *   update (one more lost step): when every trainer is waiting for the next version, no push
- *   for v_r will come, and the other shards may already be there.
- *   The recorded members are members again, counted from v_r + 1, so later steps wait for all
- *   of them as before; a member that does not come back lapses after the member TTL.
- * - A job whose checkpoints are all lost is initialised again by the election, and its version
- *   starts from the recorded one rather than from 0.
- */
-
-import { assignShards, dataTypeName, elementCount, sameShape, DataType, type TensorInfo } from '#libs/pserver-client';
+import type { DataType, TensorInfo } from '#libs/pserver-protocol';
 import { createOptimizerState } from '#libs/optimizer';
 import type { CheckpointData } from './checkpoint.js';
-import {
-  AlreadyInitializedError,
-  GradientVersionError,
-  IncompleteInitError,
-  InitLeaseHeldError,
-  InvalidRequestError,
-  InvalidTensorError,
-  NotInitializedError,
-  ShardClosingError,
-  SnapshotNotRetainedError,
-  WaitTimeoutError,
-} from './errors.js';
+import { AlreadyInitializedError, NotInitializedError, SnapshotNotRetainedError } from './errors.js';
+import { takeStep } from './gradient-step.js';
+import { INIT_LEASE_MS, InitElection, type InitElectionResult } from './init-election.js';
 import type { ShardJobSettings } from './job-settings.js';
+import { ParameterOwnership } from './parameter-ownership.js';
 import type { ProgressRecord, RecordedMember } from './progress-record.js';
+import { PushValidation, requireTrainer } from './push-validation.js';
+import { ShardMembership } from './shard-membership.js';
+import { ShardParameters } from './shard-parameters.js';
+import { RecoveryStep, resumedShard, type ResumedShard } from './shard-recovery.js';
 import { SnapshotStore, type Snapshot } from './snapshot-store.js';
 import { SyncBarrier } from './sync-barrier.js';
-
-/** How long the elected trainer holds the init lease without renewing it. */
-export const INIT_LEASE_MS = 60_000;
+import { VersionWaiters } from './version-waiters.js';
 
 /** Things a job shard tells its owner about. */
 export interface JobShardHooks {
@@ -85,15 +45,6 @@ export interface JobShardOptions {
   hooks?: JobShardHooks;
 }
 
-/** What `beginInit` answers. */
-export interface InitElectionResult {
-  elected: boolean;
-  initialized: boolean;
-  version: number;
-  leaseMs: number;
-  leaseHolder: string;
-}
-
 /** A job's state as `Status` reports it. */
 export interface JobShardStatus {
   jobId: string;
@@ -105,24 +56,13 @@ export interface JobShardStatus {
   tensors: number;
 }
 
-interface Param {
-  name: string;
-  shape: number[];
-  /** Current values; replaced (never written into) on each step, so readers may keep it. */
-  value: Float32Array;
-  state: Float32Array[];
-}
-
-interface Waiter {
-  minVersion: number;
-  resolve: () => void;
-  reject: (err: Error) => void;
-}
-
 /**
- * One job's slice of the parameters on one shard: initialisation (with the election on shard 0),
- * the synchronous quorum or asynchronous updates, the optimizer, versions and snapshots. Plain
- * TypeScript; the gRPC server and the checkpoint scheduler drive it.
+ * One job's slice of the parameters on one shard. It coordinates the init election
+ * (`init-election.ts`), the quorum and its liveness (`shard-membership.ts`, `sync-barrier.ts`),
+ * the checks on what trainers send (`push-validation.ts`), the step (`gradient-step.ts`), the
+ * recovery step after a restart (`shard-recovery.ts`), the pulls waiting for a version
+ * (`version-waiters.ts`) and the evaluator's snapshots. Plain TypeScript; the gRPC server and
+ * the checkpoint scheduler drive it.
  *
  * Every method that refuses a request throws a `ShardError` before changing anything.
  */
@@ -131,45 +71,40 @@ export class JobShard {
   readonly shard: number;
   readonly specJson: string;
   readonly settings: ShardJobSettings;
-  private readonly now: () => number;
-  private readonly leaseMs: number;
   private readonly hooks: JobShardHooks;
+  /** Before initialisation it holds no parameters, only the version the job starts at. */
+  private readonly params: ShardParameters;
+  private readonly ownership: ParameterOwnership;
+  private readonly election: InitElection;
   private readonly barrier: SyncBarrier;
+  private readonly membership: ShardMembership;
+  private readonly validation: PushValidation;
+  private readonly waiters: VersionWaiters;
   private readonly snapshots = new SnapshotStore();
-  private readonly lastSeen = new Map<string, number>();
-  /** Members dropped for silence; one that calls again is a member again from the next version. */
-  private readonly lapsed = new Set<string>();
-  private readonly waiters = new Set<Waiter>();
-  /** Parameters this shard owns per the model's parameter list; undefined until one arrives. */
-  private owned?: Map<string, number[]>;
-  private lease?: { holder: string; expiresAt: number };
-  private readonly pendingInit = new Map<string, { shape: number[]; value: Float32Array }>();
-  private params: Param[] = [];
-  private readonly paramIndex = new Map<string, Param>();
-  private currentVersion = 0;
-  private readonly firstVersion: number;
-  private isInitialized = false;
-  private closed = false;
-  /** The version of the recovery step after a restart (see the top of this file), if still open. */
-  private recoveringAt?: number;
+  private readonly recovery = new RecoveryStep();
 
   constructor(options: JobShardOptions) {
-    this.jobId = options.jobId;
-    this.shard = options.shard;
+    const { jobId, shard, settings } = options;
+    const now = options.now ?? Date.now;
+    this.jobId = jobId;
+    this.shard = shard;
     this.specJson = options.specJson;
-    this.settings = options.settings;
-    this.now = options.now ?? Date.now;
-    this.leaseMs = options.initLeaseMs ?? INIT_LEASE_MS;
+    this.settings = settings;
     this.hooks = options.hooks ?? {};
-    this.barrier = new SyncBarrier(options.settings.minTrainers);
-    this.firstVersion = options.firstVersion ?? 0;
-    this.currentVersion = this.firstVersion;
+    this.params = new ShardParameters(options.firstVersion ?? 0);
+    this.ownership = new ParameterOwnership(jobId, shard);
+    this.election = new InitElection({ jobId, shard, leaseMs: options.initLeaseMs ?? INIT_LEASE_MS, now });
+    this.barrier = new SyncBarrier(settings.minTrainers);
+    this.membership = new ShardMembership(this.barrier, now);
+    this.validation = new PushValidation({ jobId, shard, mode: settings.mode }, this.params, this.ownership);
+    this.waiters = new VersionWaiters(jobId, shard, this.params);
   }
 
   /**
    * A job shard resumed from a checkpoint and, when there is one, its progress record: the
    * checkpoint's parameters at the recorded version (never below the checkpoint's), with the
-   * recorded members counted from the next version and the recovery step open.
+   * recorded members counted from the next version and the recovery step open (see
+   * `shard-recovery.ts`).
    */
   static fromCheckpoint(
     data: CheckpointData,
@@ -177,39 +112,18 @@ export class JobShard {
     progress?: Pick<ProgressRecord, 'version' | 'members'>,
   ): JobShard {
     const job = new JobShard({ ...options, jobId: data.jobId, specJson: data.specJson });
-    const kernel = options.settings.kernel;
-    const stateMatches = data.optimizer === kernel.name;
-    job.setParams(
-      data.tensors.map((t) => ({
-        name: t.name,
-        shape: t.shape,
-        value: t.value,
-        state:
-          stateMatches && t.state.length === kernel.stateSlots.length
-            ? t.state
-            : createOptimizerState(kernel, t.value.length),
-      })),
-    );
-    job.owned = new Map(data.tensors.map((t) => [t.name, t.shape]));
-    job.currentVersion = Math.max(data.version, progress?.version ?? 0);
-    job.isInitialized = true;
-    const now = job.now();
-    for (const m of progress?.members ?? []) {
-      job.barrier.join(m.trainerId, Math.max(m.countedFrom, job.currentVersion + 1));
-      job.lastSeen.set(m.trainerId, now);
-    }
-    if (options.settings.mode === 'sync') job.recoveringAt = job.currentVersion;
+    job.resume(resumedShard(data, options.settings.kernel, progress));
     return job;
   }
 
   /** The shard's model version. */
   get version(): number {
-    return this.currentVersion;
+    return this.params.version;
   }
 
   /** True once the parameters are complete (FinishInit, or a checkpoint). */
   get initialized(): boolean {
-    return this.isInitialized;
+    return this.params.initialized;
   }
 
   /**
@@ -218,43 +132,7 @@ export class JobShard {
    * than before is refused.
    */
   setParamList(params: readonly TensorInfo[], shardCount: number): void {
-    if (params.length === 0) return;
-    if (!Number.isInteger(shardCount) || shardCount <= this.shard) {
-      throw new InvalidRequestError('shard_count', `${shardCount} shards cannot include shard ${this.shard}`);
-    }
-    let map;
-    try {
-      map = assignShards(
-        params.map((p) => ({ name: p.name, size: elementCount(p.shape) })),
-        shardCount,
-      );
-    } catch (cause) {
-      throw new InvalidRequestError('params', (cause as Error).message, { cause });
-    }
-    const owned = new Map<string, number[]>();
-    for (const p of params) {
-      if (map.shardOf(p.name) !== this.shard) continue;
-      if (p.dtype !== DataType.FLOAT32) {
-        throw new InvalidTensorError(
-          p.name,
-          `parameter "${p.name}" is ${dataTypeName(p.dtype)}; only float32 parameters are trainable`,
-        );
-      }
-      owned.set(p.name, [...p.shape]);
-    }
-    if (this.owned) {
-      const differs =
-        owned.size !== this.owned.size ||
-        [...owned].some(([name, shape]) => !sameShape(shape, this.owned!.get(name) ?? [-1]));
-      if (differs) {
-        throw new InvalidRequestError(
-          'params',
-          `job ${this.jobId}: this shard's parameters would be [${describe(owned)}], but the job has [${describe(this.owned)}]`,
-        );
-      }
-      return;
-    }
-    this.owned = owned;
+    this.ownership.record(params, shardCount);
   }
 
   /**
@@ -263,26 +141,21 @@ export class JobShard {
    * elect: they only learn the job. Also a sign of life for the caller's membership.
    */
   beginInit(trainerId: string): InitElectionResult {
-    this.requireTrainer(trainerId);
+    requireTrainer(trainerId);
     this.touch(trainerId);
-    const reply = (elected: boolean): InitElectionResult => ({
+    const elected = !this.initialized && this.election.elect(trainerId);
+    return {
       elected,
-      initialized: this.isInitialized,
-      version: this.currentVersion,
-      leaseMs: this.leaseMs,
-      leaseHolder: this.lease && !this.isInitialized ? this.lease.holder : '',
-    });
-    if (this.isInitialized || this.shard !== 0) return reply(false);
-    const now = this.now();
-    if (this.lease && this.lease.holder !== trainerId && this.lease.expiresAt > now) return reply(false);
-    this.lease = { holder: trainerId, expiresAt: now + this.leaseMs };
-    return reply(true);
+      initialized: this.initialized,
+      version: this.version,
+      leaseMs: this.election.leaseMs,
+      leaseHolder: this.initialized ? '' : this.election.holder,
+    };
   }
 
   /** Checks one init tensor's header before its data is assembled. */
   expectInitTensor(name: string, dtype: DataType, shape: readonly number[]): void {
-    if (this.isInitialized) throw new AlreadyInitializedError(this.jobId, this.currentVersion);
-    this.expectOwned(name, dtype, shape, 'init');
+    this.validation.initHeader(name, dtype, shape);
   }
 
   /**
@@ -293,21 +166,11 @@ export class JobShard {
     trainerId: string,
     tensors: readonly { name: string; shape: readonly number[]; value: Float32Array }[],
   ): void {
-    this.requireTrainer(trainerId);
-    if (this.isInitialized) throw new AlreadyInitializedError(this.jobId, this.currentVersion);
-    this.requireLease(trainerId);
-    for (const t of tensors) {
-      this.expectOwned(t.name, DataType.FLOAT32, t.shape, 'init');
-      if (elementCount(t.shape) !== t.value.length) {
-        throw new InvalidTensorError(
-          t.name,
-          `init "${t.name}": shape [${t.shape.join(', ')}] but ${t.value.length} values`,
-        );
-      }
-      requireFinite(t.name, t.value, 'init');
-    }
-    for (const t of tensors) this.pendingInit.set(t.name, { shape: [...t.shape], value: t.value });
-    this.renewLease(trainerId);
+    requireTrainer(trainerId);
+    if (this.initialized) throw new AlreadyInitializedError(this.jobId, this.version);
+    this.election.requireHolder(trainerId);
+    this.validation.initTensors(tensors);
+    this.election.stage(trainerId, tensors);
   }
 
   /**
@@ -316,32 +179,19 @@ export class JobShard {
    * shard is a no-op.
    */
   finishInit(trainerId: string): number {
-    this.requireTrainer(trainerId);
-    if (this.isInitialized) return this.currentVersion;
-    this.requireLease(trainerId);
-    if (this.owned) {
-      const missing = [...this.owned.keys()].filter((n) => !this.pendingInit.has(n));
-      if (missing.length > 0) throw new IncompleteInitError(this.jobId, missing);
-    }
-    const order = this.owned ? [...this.owned.keys()] : [...this.pendingInit.keys()];
-    this.setParams(
-      order.map((name) => {
-        const t = this.pendingInit.get(name)!;
-        return {
-          name,
-          shape: t.shape,
-          value: t.value,
-          state: createOptimizerState(this.settings.kernel, t.value.length),
-        };
-      }),
+    requireTrainer(trainerId);
+    if (this.initialized) return this.version;
+    this.election.requireHolder(trainerId);
+    const staged = this.election.finish(this.ownership.known ? this.ownership.names() : undefined);
+    const kernel = this.settings.kernel;
+    this.params.install(
+      staged.map((t) => ({ ...t, state: createOptimizerState(kernel, t.value.length) })),
+      // Until now the version has been the one the job starts at.
+      this.version,
     );
-    this.pendingInit.clear();
-    this.lease = undefined;
-    this.currentVersion = this.firstVersion;
-    this.isInitialized = true;
-    this.settle();
-    this.hooks.onVersion?.(this, this.currentVersion);
-    return this.currentVersion;
+    this.waiters.settle();
+    this.hooks.onVersion?.(this, this.version);
+    return this.version;
   }
 
   /**
@@ -349,20 +199,17 @@ export class JobShard {
    * initialisation, from version 0. Joining again is a liveness refresh.
    */
   join(trainerId: string): { version: number; countedFrom: number } {
-    this.requireTrainer(trainerId);
+    requireTrainer(trainerId);
     this.touch(trainerId);
-    const joined = !this.barrier.isMember(trainerId);
-    const countedFrom = this.barrier.join(trainerId, this.isInitialized ? this.currentVersion + 1 : 0);
+    const { countedFrom, joined } = this.membership.join(trainerId, this.nextCounted());
     if (joined) this.hooks.onMembership?.(this);
-    return { version: this.currentVersion, countedFrom };
+    return { version: this.version, countedFrom };
   }
 
   /** Removes a trainer from the quorum at once; the open step may complete. */
   leave(trainerId: string): void {
-    this.requireTrainer(trainerId);
-    this.lastSeen.delete(trainerId);
-    this.lapsed.delete(trainerId);
-    if (this.barrier.leave(trainerId)) {
+    requireTrainer(trainerId);
+    if (this.membership.leave(trainerId)) {
       this.hooks.onMembership?.(this);
       this.maybeStep();
     }
@@ -373,24 +220,12 @@ export class JobShard {
    * version after the open one, as if it had joined again.
    */
   touch(trainerId: string): void {
-    if (!trainerId) return;
-    this.lastSeen.set(trainerId, this.now());
-    if (this.lapsed.delete(trainerId)) {
-      this.barrier.join(trainerId, this.isInitialized ? this.currentVersion + 1 : 0);
-      this.hooks.onMembership?.(this);
-    }
+    if (this.membership.touch(trainerId, this.nextCounted())) this.hooks.onMembership?.(this);
   }
 
   /** Drops members silent for longer than `ttlMs`; returns their ids. */
   sweep(ttlMs: number): string[] {
-    const now = this.now();
-    const lapsed = this.barrier.memberIds().filter((id) => now - (this.lastSeen.get(id) ?? 0) > ttlMs);
-    for (const id of lapsed) {
-      this.barrier.leave(id);
-      this.lastSeen.delete(id);
-      this.lapsed.add(id);
-      this.hooks.onLapse?.(this, id);
-    }
+    const lapsed = this.membership.sweep(ttlMs, (id) => this.hooks.onLapse?.(this, id));
     if (lapsed.length > 0) {
       this.hooks.onMembership?.(this);
       this.maybeStep();
@@ -400,17 +235,12 @@ export class JobShard {
 
   /** Refuses a push early when its version cannot be accepted (before its data is read). */
   checkPushVersion(version: number): void {
-    if (!this.isInitialized) throw new NotInitializedError(this.jobId, this.shard);
-    const v = this.currentVersion;
-    if (version > v || (this.settings.mode === 'sync' && version < v)) {
-      throw new GradientVersionError(this.jobId, version, v);
-    }
+    this.validation.version(version);
   }
 
   /** Checks one gradient tensor's header before its data is assembled. */
   expectGradient(name: string, dtype: DataType, shape: readonly number[]): void {
-    if (!this.isInitialized) throw new NotInitializedError(this.jobId, this.shard);
-    this.expectOwned(name, dtype, shape, 'gradient');
+    this.validation.gradientHeader(name, dtype, shape);
   }
 
   /**
@@ -426,47 +256,28 @@ export class JobShard {
     samples: number,
     gradients: ReadonlyMap<string, Float32Array>,
   ): { version: number; accepted: boolean } {
-    this.requireTrainer(trainerId);
-    this.checkPushVersion(version);
-    if (!Number.isInteger(samples) || samples < 1) {
-      throw new InvalidRequestError('samples', `expected a positive integer, got ${samples}`);
-    }
-    for (const name of gradients.keys()) {
-      if (!this.paramIndex.has(name)) throw this.unknownParam(name, 'gradient');
-    }
-    const missing = this.params.filter((p) => !gradients.has(p.name)).map((p) => p.name);
-    if (missing.length > 0) {
-      throw new InvalidTensorError(missing[0], `push is missing gradients for: ${missing.join(', ')}`);
-    }
-    for (const p of this.params) {
-      const g = gradients.get(p.name)!;
-      if (g.length !== p.value.length) {
-        throw new InvalidTensorError(p.name, `gradient "${p.name}" has ${g.length} values, expected ${p.value.length}`);
-      }
-      requireFinite(p.name, g, 'gradient');
-    }
+    requireTrainer(trainerId);
+    this.validation.push(version, samples, gradients);
     this.touch(trainerId);
     if (this.settings.mode === 'async') {
       this.step(gradients);
-      return { version: this.currentVersion, accepted: true };
+      return { version: this.version, accepted: true };
     }
-    if (this.barrier.hasContributed(trainerId)) return { version: this.currentVersion, accepted: false };
+    if (this.barrier.hasContributed(trainerId)) return { version: this.version, accepted: false };
     this.barrier.add(trainerId, samples, gradients);
     this.maybeStep();
-    return { version: this.currentVersion, accepted: true };
+    return { version: this.version, accepted: true };
   }
 
   /**
    * A trainer pulls and wants `minVersion`. While the recovery step after a restart is open,
-   * wanting a later version takes it (see the top of this file); otherwise nothing happens and
+   * wanting a later version takes it (see `shard-recovery.ts`); otherwise nothing happens and
    * the pull waits for the quorum as usual.
    */
   wants(minVersion: number): void {
-    if (this.recoveringAt === undefined || this.recoveringAt !== this.currentVersion) return;
-    if (!this.isInitialized || minVersion <= this.currentVersion) return;
-    this.recoveringAt = undefined;
-    if (this.barrier.pending > 0) this.step(this.barrier.take().average);
-    else this.step(undefined);
+    if (!this.initialized || !this.recovery.stepsForPull(this.version, minVersion)) return;
+    this.recovery.close();
+    this.step(this.barrier.pending > 0 ? this.barrier.take().average : undefined);
   }
 
   /**
@@ -474,36 +285,7 @@ export class JobShard {
    * `WaitTimeoutError` after `waitMs` (at once for 0), or when `signal` aborts.
    */
   waitForVersion(minVersion: number, waitMs: number, signal?: AbortSignal): Promise<void> {
-    if (this.closed) return Promise.reject(new ShardClosingError(this.shard));
-    if (this.isInitialized && this.currentVersion >= minVersion) return Promise.resolve();
-    if (waitMs <= 0) {
-      return Promise.reject(new WaitTimeoutError(this.jobId, minVersion, this.currentVersion, waitMs));
-    }
-    return new Promise((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.waiters.delete(waiter);
-      };
-      const waiter: Waiter = {
-        minVersion,
-        resolve: () => {
-          done();
-          resolve();
-        },
-        reject: (err) => {
-          done();
-          reject(err);
-        },
-      };
-      const timer = setTimeout(
-        () => waiter.reject(new WaitTimeoutError(this.jobId, minVersion, this.currentVersion, waitMs)),
-        waitMs,
-      );
-      const onAbort = () => waiter.reject(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.waiters.add(waiter);
-    });
+    return this.waiters.wait(minVersion, waitMs, signal);
   }
 
   /**
@@ -516,11 +298,8 @@ export class JobShard {
       if (!snapshot) throw new SnapshotNotRetainedError(this.jobId, snapshotVersion, this.snapshots.versions());
       return snapshot;
     }
-    if (!this.isInitialized) throw new NotInitializedError(this.jobId, this.shard);
-    return {
-      version: this.currentVersion,
-      tensors: this.params.map(({ name, shape, value }) => ({ name, shape, data: value })),
-    };
+    if (!this.initialized) throw new NotInitializedError(this.jobId, this.shard);
+    return { version: this.version, tensors: this.params.tensors() };
   }
 
   /** Retained snapshot versions, oldest first. */
@@ -530,19 +309,19 @@ export class JobShard {
 
   /** The quorum's members with the first version each counts in, for the progress record. */
   members(): RecordedMember[] {
-    return this.barrier.entries();
+    return this.membership.entries();
   }
 
   /** A consistent copy of everything a checkpoint holds. */
   capture(): CheckpointData {
-    if (!this.isInitialized) throw new NotInitializedError(this.jobId, this.shard);
+    if (!this.initialized) throw new NotInitializedError(this.jobId, this.shard);
     return {
       jobId: this.jobId,
       shard: this.shard,
-      version: this.currentVersion,
+      version: this.version,
       specJson: this.specJson,
       optimizer: this.settings.kernel.name,
-      tensors: this.params.map((p) => ({
+      tensors: this.params.all.map((p) => ({
         name: p.name,
         shape: [...p.shape],
         value: p.value,
@@ -555,115 +334,49 @@ export class JobShard {
   status(): JobShardStatus {
     return {
       jobId: this.jobId,
-      version: this.currentVersion,
-      members: this.barrier.memberIds(),
-      initialized: this.isInitialized,
+      version: this.version,
+      members: this.membership.memberIds(),
+      initialized: this.initialized,
       pendingPushes: this.barrier.pending,
       mode: this.settings.mode,
-      tensors: this.isInitialized ? this.params.length : this.pendingInit.size,
+      tensors: this.initialized ? this.params.all.length : this.election.stagedCount,
     };
   }
 
   /** Ends every wait with `ShardClosingError`. */
   close(): void {
-    this.closed = true;
-    for (const w of [...this.waiters]) w.reject(new ShardClosingError(this.shard));
+    this.waiters.close();
   }
 
-  private setParams(params: Param[]): void {
-    this.params = params;
-    this.paramIndex.clear();
-    for (const p of params) this.paramIndex.set(p.name, p);
+  private resume(resumed: ResumedShard): void {
+    this.params.install(resumed.params, resumed.version);
+    this.ownership.restore(resumed.params);
+    this.membership.restore(resumed.members, resumed.version + 1);
+    if (this.settings.mode === 'sync') this.recovery.open(resumed.version);
+  }
+
+  /** The first version a trainer joining now counts in. */
+  private nextCounted(): number {
+    return this.initialized ? this.version + 1 : 0;
   }
 
   private maybeStep(): void {
-    if (!this.isInitialized) return;
-    const recovering = this.recoveringAt === this.currentVersion && this.barrier.pending > 0;
-    if (!recovering && !this.barrier.ready(this.currentVersion)) return;
+    if (!this.initialized) return;
+    const recovering = this.recovery.stepsWithoutQuorum(this.version, this.barrier.pending);
+    if (!recovering && !this.barrier.ready(this.version)) return;
     const { average } = this.barrier.take();
-    this.recoveringAt = undefined;
+    this.recovery.close();
     this.step(average);
   }
 
-  /**
-   * Applies one update to every parameter and advances the version; without gradients (a
-   * recovery step nobody pushed to), only the version advances.
-   */
+  /** One step (`gradient-step.ts`), then what follows a new version: snapshot, waiters, hooks. */
   private step(gradients: ReadonlyMap<string, Float32Array> | undefined): void {
-    const { kernel, hyper } = this.settings;
-    const step = this.currentVersion + 1;
-    if (gradients) {
-      for (const p of this.params) {
-        const next = p.value.slice();
-        kernel.apply(next, gradients.get(p.name)!, p.state, hyper, step);
-        p.value = next;
-      }
-    }
-    this.currentVersion = step;
-    if (SnapshotStore.due(step, this.settings.evaluationEverySteps)) {
+    const version = takeStep(this.params, gradients, this.settings);
+    if (SnapshotStore.due(version, this.settings.evaluationEverySteps)) {
       this.snapshots.add(this.read());
-      this.hooks.onSnapshot?.(this, step);
+      this.hooks.onSnapshot?.(this, version);
     }
-    this.settle();
-    this.hooks.onVersion?.(this, step);
+    this.waiters.settle();
+    this.hooks.onVersion?.(this, version);
   }
-
-  /** Wakes the pulls waiting for a version that is now reached. */
-  private settle(): void {
-    for (const w of [...this.waiters]) if (this.currentVersion >= w.minVersion) w.resolve();
-  }
-
-  private expectOwned(name: string, dtype: DataType, shape: readonly number[], what: 'init' | 'gradient'): void {
-    const expected = this.isInitialized ? this.paramIndex.get(name)?.shape : this.owned?.get(name);
-    if (this.isInitialized || this.owned) {
-      if (!expected) throw this.unknownParam(name, what);
-    }
-    if (dtype !== DataType.FLOAT32) {
-      throw new InvalidTensorError(name, `${what} "${name}": expected float32, got ${dataTypeName(dtype)}`);
-    }
-    if (expected && !sameShape(expected, shape)) {
-      throw new InvalidTensorError(
-        name,
-        `${what} "${name}": expected shape [${expected.join(', ')}], got [${shape.join(', ')}]`,
-      );
-    }
-  }
-
-  private unknownParam(name: string, what: string): InvalidTensorError {
-    const known = this.isInitialized ? [...this.paramIndex.keys()] : [...(this.owned?.keys() ?? [])];
-    return new InvalidTensorError(
-      name,
-      `${what} "${name}" is not a parameter of shard ${this.shard} for job ${this.jobId} (its parameters: ${known.join(', ') || 'none'})`,
-    );
-  }
-
-  private requireTrainer(trainerId: string): void {
-    if (!trainerId) throw new InvalidRequestError('trainer_id', 'must not be empty');
-  }
-
-  private requireLease(trainerId: string): void {
-    if (this.shard !== 0) return;
-    const lease = this.lease;
-    if (!lease) throw new InitLeaseHeldError(this.jobId, '', trainerId);
-    if (lease.holder !== trainerId) throw new InitLeaseHeldError(this.jobId, lease.holder, trainerId);
-  }
-
-  private renewLease(trainerId: string): void {
-    if (this.shard === 0 && this.lease?.holder === trainerId) this.lease.expiresAt = this.now() + this.leaseMs;
-  }
-}
-
-function requireFinite(name: string, values: Float32Array, what: string): void {
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    // v - v is 0 for every finite v and NaN for NaN and the infinities; no global lookups in
-    // the loop, which are slow in a vm context such as a test runner's.
-    if (v - v !== 0) {
-      throw new InvalidTensorError(name, `${what} "${name}" has a non-finite value ${v} at index ${i}`);
-    }
-  }
-}
-
-function describe(params: ReadonlyMap<string, readonly number[]>): string {
-  return [...params].map(([n, s]) => `${n} [${s.join(', ')}]`).join(', ');
 }

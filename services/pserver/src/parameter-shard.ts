@@ -1,12 +1,14 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { JOB_ID_PATTERN } from '#libs/messaging';
-import type { TensorInfo } from '#libs/pserver-client';
-import { loadCheckpoint, writeCheckpoint, type CheckpointData, type CheckpointRecord } from './checkpoint.js';
+import type { TensorInfo } from '#libs/pserver-protocol';
+import { writeCheckpoint, type CheckpointRecord } from './checkpoint.js';
 import { CheckpointError, InvalidRequestError, UnknownJobError } from './errors.js';
-import { JobShard, type InitElectionResult } from './job-shard.js';
+import type { InitElectionResult } from './init-election.js';
+import { JobShard } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
-import { readProgressRecord, syncProgressRecord, writeProgressRecord, type ProgressRecord } from './progress-record.js';
+import { syncProgressRecord } from './progress-record.js';
+import { ShardRecovery, describeResume } from './shard-recovery.js';
 
 /**
  * How long a member may stay silent before it is dropped from the quorum: the longest a
@@ -61,9 +63,9 @@ const silent: ShardLogger = { log: () => undefined, warn: () => undefined, error
 /**
  * Every job's slice of the parameters held by this process: creates a job on its first
  * BeginInit, resumes one from its checkpoint directory (`preload` at start, or the first time
- * any call names it), drops silent members, keeps each job's progress record current (see
- * `job-shard.ts` for how a restart uses it), and checkpoints each job by steps, by time, on
- * request, when it stops (`retire`) and on shutdown.
+ * any call names it; see `shard-recovery.ts`), drops silent members, keeps each job's progress
+ * record current, and checkpoints each job by steps, by time, on request, when it stops
+ * (`retire`) and on shutdown.
  */
 export class ParameterShard {
   readonly shard: number;
@@ -73,6 +75,7 @@ export class ParameterShard {
   private readonly memberTtlMs: number;
   private readonly logger: ShardLogger;
   private readonly now: () => number;
+  private readonly recovery: ShardRecovery;
   /** Jobs that stopped and were dropped from memory; calls naming them find no job. */
   private readonly retired = new Set<string>();
   private timers: NodeJS.Timeout[] = [];
@@ -85,6 +88,11 @@ export class ParameterShard {
     this.memberTtlMs = options.memberTtlMs ?? MEMBER_TTL_MS;
     this.logger = options.logger ?? silent;
     this.now = options.now ?? Date.now;
+    this.recovery = new ShardRecovery({
+      shard: this.shard,
+      jobDir: (jobId) => this.jobDir(jobId),
+      logger: this.logger,
+    });
   }
 
   /** Starts the liveness sweep and the time-based checkpoints. */
@@ -276,60 +284,22 @@ export class ParameterShard {
   }
 
   private async resume(jobId: string): Promise<JobShard | undefined> {
-    const dir = this.jobDir(jobId);
-    let found: { data: CheckpointData; file: string } | undefined;
-    try {
-      found = await loadCheckpoint(dir, (line) => this.logger.warn(line));
-    } catch (err) {
-      if (!(err instanceof CheckpointError)) throw err;
-      this.logger.error(`job ${jobId}: ${err.message}; the job will be initialised again by the election`);
-      return undefined;
-    }
-    if (!found) return undefined;
-    const { data, file } = found;
-    if (data.jobId !== jobId || data.shard !== this.shard) {
-      throw new CheckpointError(
-        file,
-        `belongs to job ${data.jobId} shard ${data.shard}, not job ${jobId} shard ${this.shard}`,
-      );
-    }
+    const point = await this.recovery.resumePoint(jobId);
+    if (!point) return undefined;
     const existing = this.jobs.get(jobId);
     if (existing) return existing;
-    const progress = this.readProgress(jobId);
-    const settings = parseJobSettings(data.specJson);
-    const job = JobShard.fromCheckpoint(data, { shard: this.shard, settings, ...this.jobOptions() }, progress);
-    this.register(job, data.version);
+    const progress = this.recovery.progress(jobId);
+    const settings = parseJobSettings(point.data.specJson);
+    const job = JobShard.fromCheckpoint(point.data, { shard: this.shard, settings, ...this.jobOptions() }, progress);
+    this.register(job, point.data.version);
     this.recordProgress(job);
-    const lost =
-      job.version > data.version
-        ? `; the updates of versions ${data.version + 1}..${job.version} to this shard's parameters were lost`
-        : '';
-    const members = job.members().length;
-    this.logger.log(
-      `job ${jobId}: resumed at version ${job.version} from ${file} (checkpoint of version ${data.version})${lost}` +
-        (members > 0 ? `; ${members} member(s) of the quorum restored` : ''),
-    );
+    this.logger.log(describeResume(point, job.version, job.members().length));
     return job;
-  }
-
-  /** The job's progress record, if it has a usable one (a damaged one is logged and ignored). */
-  private readProgress(jobId: string): ProgressRecord | undefined {
-    try {
-      const record = readProgressRecord(this.jobDir(jobId));
-      if (record && (record.jobId !== jobId || record.shard !== this.shard)) {
-        this.logger.warn(`job ${jobId}: progress record belongs to job ${record.jobId} shard ${record.shard}; ignored`);
-        return undefined;
-      }
-      return record;
-    } catch (err) {
-      this.logger.warn(`job ${jobId}: ${(err as Error).message}; resuming at the checkpoint's version`);
-      return undefined;
-    }
   }
 
   private createJob(jobId: string, specJson: string, settings: ReturnType<typeof parseJobSettings>): JobShard {
     // A job initialised again after losing its checkpoints goes on from its recorded version.
-    const firstVersion = this.readProgress(jobId)?.version ?? 0;
+    const firstVersion = this.recovery.firstVersion(jobId);
     const job = new JobShard({ jobId, shard: this.shard, specJson, settings, firstVersion, ...this.jobOptions() });
     this.register(job, -1);
     if (firstVersion > 0) {
@@ -374,16 +344,7 @@ export class ParameterShard {
    */
   private recordProgress(job: JobShard): void {
     if (this.fenced || !job.initialized || !this.jobs.has(job.jobId)) return;
-    try {
-      writeProgressRecord(this.jobDir(job.jobId), {
-        jobId: job.jobId,
-        shard: this.shard,
-        version: job.version,
-        members: job.members(),
-      });
-    } catch (err) {
-      this.logger.error(`job ${job.jobId}: progress record not written: ${(err as Error).message}`);
-    }
+    this.recovery.record(job.jobId, job.version, job.members());
   }
 
   private checkpointByTime(): void {

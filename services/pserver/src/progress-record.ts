@@ -8,8 +8,8 @@ import { crc32 } from './checkpoint.js';
  * and every membership change, next to the job's checkpoints.
  *
  * Checkpoints are taken every few steps or seconds; this record is what keeps a shard's version
- * from going back when it restarts from one: see the top of `job-shard.ts` for how a resumed
- * shard uses it. It is a few hundred bytes, written synchronously before the new version or
+ * from going back when it restarts from one: see `shard-recovery.ts` for how a resumed shard
+ * uses it. It is a few hundred bytes, written synchronously before the new version or
  * member is visible to anyone (a new file, then an atomic rename over the old one), so it
  * survives the process being killed at any point. It is fsynced with every checkpoint rather
  * than on every step: a machine that loses power may come back with the version of its last

@@ -2,13 +2,8 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, readdir, rm, truncate, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  DataType,
-  ShardedPserverClient,
-  type ParamInfo,
-  type ShardDirectory,
-  type TensorLike,
-} from '#libs/pserver-client';
+import { DataType } from '#libs/pserver-protocol';
+import { ShardedPserverClient, type ParamInfo, type ShardDirectory, type TensorLike } from '#libs/pserver-client';
 import { CHECKPOINT_METADATA_FILE, checkpointFileName } from './checkpoint.js';
 import { CheckpointError, GradientVersionError, UnknownJobError } from './errors.js';
 import { startShard, type RunningShard } from './in-process-shards.js';

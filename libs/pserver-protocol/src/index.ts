@@ -1,0 +1,48 @@
+/**
+ * `#libs/pserver-protocol`: what the parameter servers and their clients share on the wire: the
+ * shard map, the tensor codec, the gRPC channel options, the metadata of refusals, and the
+ * generated message and service types of `proto/pserver.proto`.
+ */
+export { ERROR_REASON_METADATA_KEY, MalformedTensorError, SHARD_VERSION_METADATA_KEY } from './errors.js';
+export {
+  CLIENT_CHANNEL_OPTIONS,
+  FLOW_CONTROL_WINDOW_BYTES,
+  MAX_MESSAGE_SIZE_BYTES,
+  SERVER_CHANNEL_OPTIONS,
+} from './grpc-options.js';
+export { ShardMap, ShardingError, assignShards } from './sharding.js';
+export {
+  MAX_CHUNK_SIZE_BYTES,
+  MAX_TENSOR_SIZE_BYTES,
+  TensorAssembler,
+  dataTypeName,
+  dataTypeOf,
+  elementCount,
+  elementSizeBytes,
+  sameShape,
+  tensorParts,
+  toNamedTensor,
+  typedArrayOf,
+} from './tensor-codec.js';
+export { DataType, ParameterServerClient, ParameterServerService } from '#proto/generated/pserver.js';
+
+export type { ParamSize } from './sharding.js';
+export type { AssembledTensor, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';
+export type {
+  BeginInitReply,
+  BeginInitRequest,
+  FinishInitReply,
+  InitChunk,
+  InitParamsReply,
+  JobStatus,
+  JoinReply,
+  ParameterServerServer,
+  PullChunk,
+  PullRequest,
+  PushChunk,
+  PushReply,
+  SaveReply,
+  StatusReply,
+  Tensor,
+  TensorInfo,
+} from '#proto/generated/pserver.js';
