@@ -20,6 +20,7 @@ import {
   type TaskReport,
   type TaskReportReply,
 } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 import {
   CLAIM_RETRY_BUDGET_MS,
   MASTER_REQUEST_TIMEOUT_MS,
@@ -29,7 +30,7 @@ import {
 } from './defaults.js';
 import { InvalidJobIdError, MasterUnavailableError, UnknownJobError } from './errors.js';
 import { watchJobRecords, type JobWatch } from './job-watch.js';
-import { requestUntilReply, sleep } from './request-retry.js';
+import { requestUntilReply } from './request-retry.js';
 import { parseTaskMessage } from './task-message.js';
 
 /** A task this trainer pulled and the master granted it, until `deadlineMs` (epoch ms). */

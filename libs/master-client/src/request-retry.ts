@@ -1,4 +1,5 @@
 import type { NatsConnection } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 import { RETRY_INITIAL_BACKOFF_MS, RETRY_MAX_BACKOFF_MS } from './defaults.js';
 import { RequestAbortedError } from './errors.js';
 
@@ -14,20 +15,6 @@ export interface RetryOptions {
   onRetry?: (attempt: number, error: Error) => void;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
-}
-
-/** Waits `ms`, or less when `signal` fires. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { KV, KvWatchEntry, KvWatchOptions } from '@nats-io/kv';
 import { errors } from '@nats-io/transport-node';
+import { sleep } from '#libs/retry';
 import type { LineLogger } from './nats-connection.js';
 
 /** First delay before a watch that ended by itself is opened again; it doubles up to the max. */
@@ -20,19 +21,6 @@ export interface BucketWatchOptions {
   name?: string;
   /** Told when the watch ended by itself and is opened again. */
   logger?: LineLogger;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
 
 /**

@@ -1,4 +1,3 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
   DataType,
@@ -24,6 +23,7 @@ import {
   StaticShardDirectory,
   type ShardDirectory,
 } from './shard-directory.js';
+import { sleep } from '#libs/retry';
 import { assignShards, type ShardMap } from './sharding.js';
 import { elementCount, sameShape, type NamedTensor } from './tensor-codec.js';
 
@@ -523,9 +523,4 @@ export class ShardedPserverClient {
 function isTransient(e: PserverError): boolean {
   if (e instanceof PserverUnavailableError) return e.reason === '' || e.reason === 'closing';
   return e.code === GrpcStatus.CANCELLED && e.reason === '';
-}
-
-/** Waits `ms`, or less when `signal` fires. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
 }

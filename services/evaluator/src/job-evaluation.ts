@@ -29,6 +29,7 @@ import {
   type NatsConnection,
   type StopReason,
 } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 import {
   FINAL_FETCH_EXPIRES_MS,
   SNAPSHOT_ACK_WAIT_MS,
@@ -86,10 +87,6 @@ interface Scored {
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /**

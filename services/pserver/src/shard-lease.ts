@@ -1,7 +1,7 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { RedisConnection } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 import type { ShardLogger } from './parameter-shard.js';
 
 /** How long a shard's lease lasts without renewal; a standby takes over this long after the owner died. */
@@ -312,9 +312,4 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new RedisTimeoutError(`no answer from Redis within ${Math.round(ms)} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Waits `ms`, or less when `signal` fires. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
 }

@@ -3,7 +3,8 @@ import type { Learner } from '#libs/learner';
 import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
 import type { LineLogger, MemberStatus } from '#libs/messaging';
 import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient } from '#libs/pserver-client';
-import { InterruptedError, afterAbort, sleep, unlessAborted } from './abort-race.js';
+import { sleep } from '#libs/retry';
+import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
 import {
   FULL_JOB_RETRY_MS,
   HAND_BACK_BUDGET_MS,
@@ -167,7 +168,7 @@ export class JobRunner {
               this.deps.status?.({ state: 'waiting', taskId: undefined, samplesPerSecond: 0 });
               logger.log(`job ${jobId}: the job has trainers.max (${spec.trainers.max}) trainers at work; waiting`);
             }
-            await sleep(this.deps.fullJobRetryMs ?? FULL_JOB_RETRY_MS, either);
+            await sleep(this.deps.fullJobRetryMs ?? FULL_JOB_RETRY_MS, either, { ref: false });
           }
           continue;
         }

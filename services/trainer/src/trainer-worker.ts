@@ -1,7 +1,7 @@
 import { InvalidJobSpecError, validateJobSpec, type JobSpec } from '#libs/job-spec';
 import type { EventSubscription } from '#libs/master-client';
 import type { JobRecord } from '#libs/messaging';
-import { sleep } from './abort-race.js';
+import { sleep } from '#libs/retry';
 import { JOB_SETUP_RETRY_MS } from './defaults.js';
 import { SERVED_JOB_STATES, type JobDirectory } from './job-directory.js';
 import type { JobRunner, TrainerLogger } from './job-runner.js';
@@ -103,7 +103,9 @@ export class TrainerWorker {
       logger.error(
         `job ${jobId}: ${(err as Error).message}; trying again in ${this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS} ms`,
       );
-      await sleep(this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS, AbortSignal.any([stop.signal, this.preempt.signal]));
+      await sleep(this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS, AbortSignal.any([stop.signal, this.preempt.signal]), {
+        ref: false,
+      });
     } finally {
       off();
       events?.stop();
