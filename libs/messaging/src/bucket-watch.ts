@@ -1,6 +1,6 @@
 import type { KV, KvWatchEntry, KvWatchOptions } from '@nats-io/kv';
 import { errors } from '@nats-io/transport-node';
-import { sleep } from '#libs/retry';
+import { retryWithBackoff } from '#libs/retry';
 import type { LineLogger } from './nats-connection.js';
 
 /** First delay before a watch that ended by itself is opened again; it doubles up to the max. */
@@ -38,27 +38,35 @@ export async function watchBucket(kv: KV, options: BucketWatchOptions = {}): Pro
   let current: Awaited<ReturnType<KV['watch']>> | undefined = await kv.watch(base);
   let lastRevision = 0;
 
-  async function reopen(): Promise<boolean> {
-    let delayMs = WATCH_REOPEN_MIN_MS;
-    while (!stopping.signal.aborted) {
-      await sleep(delayMs, stopping.signal);
-      if (stopping.signal.aborted) return false;
-      try {
-        const resume = lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {};
-        current = await kv.watch({ ...base, ...resume });
+  function reopen(): Promise<boolean> {
+    return retryWithBackoff(
+      async () => {
+        if (stopping.signal.aborted) return false;
+        try {
+          const resume = lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {};
+          current = await kv.watch({ ...base, ...resume });
+        } catch (err) {
+          if (err instanceof errors.ClosedConnectionError) return false;
+          throw err;
+        }
         if (stopping.signal.aborted) {
           current.stop();
           return false;
         }
         options.logger?.log(`${name} opened again after revision ${lastRevision}`);
         return true;
-      } catch (err) {
-        if (err instanceof errors.ClosedConnectionError) return false;
-        options.logger?.warn(`${name}: opening it again failed (${(err as Error).message}); retrying`);
-        delayMs = Math.min(WATCH_REOPEN_MAX_MS, delayMs * 2);
-      }
-    }
-    return false;
+      },
+      {
+        initialDelayMs: WATCH_REOPEN_MIN_MS,
+        maxDelayMs: WATCH_REOPEN_MAX_MS,
+        signal: stopping.signal,
+        pauseFirst: true,
+        shouldRetry: (err) => {
+          options.logger?.warn(`${name}: opening it again failed (${(err as Error).message}); retrying`);
+          return true;
+        },
+      },
+    );
   }
 
   async function* entries(): AsyncGenerator<KvWatchEntry> {

@@ -23,7 +23,7 @@ import {
   StaticShardDirectory,
   type ShardDirectory,
 } from './shard-directory.js';
-import { sleep } from '#libs/retry';
+import { retryWithBackoff, sleep } from '#libs/retry';
 import { assignShards, type ShardMap } from './sharding.js';
 import { elementCount, sameShape, type NamedTensor } from './tensor-codec.js';
 
@@ -440,25 +440,28 @@ export class ShardedPserverClient {
    */
   private async retrying<T>(shard: number, call: (c: PserverClient) => Promise<T>, signal?: AbortSignal): Promise<T> {
     const deadline = Date.now() + (this.options.unavailableRetryMs ?? UNAVAILABLE_RETRY_MS);
-    let delay = UNAVAILABLE_BACKOFF_MS;
-    for (;;) {
-      let e: PserverError;
-      try {
-        const addressWaitMs = Math.min(
-          this.options.addressWaitMs ?? ADDRESS_WAIT_MS,
-          Math.max(1, deadline - Date.now()),
-        );
-        return await call(await this.client(shard, addressWaitMs));
-      } catch (err) {
-        e =
-          err instanceof ShardAddressTimeoutError
+    return retryWithBackoff(
+      async () => {
+        try {
+          const addressWaitMs = Math.min(
+            this.options.addressWaitMs ?? ADDRESS_WAIT_MS,
+            Math.max(1, deadline - Date.now()),
+          );
+          return await call(await this.client(shard, addressWaitMs));
+        } catch (err) {
+          throw err instanceof ShardAddressTimeoutError
             ? new PserverUnavailableError(err.message, shard, GrpcStatus.UNAVAILABLE, '', { cause: err })
             : fromServiceError(err, shard);
-      }
-      if (!isTransient(e) || Date.now() + delay > deadline || signal?.aborted) throw e;
-      await sleep(delay, signal);
-      delay = Math.min(delay * 2, UNAVAILABLE_MAX_BACKOFF_MS);
-    }
+        }
+      },
+      {
+        initialDelayMs: UNAVAILABLE_BACKOFF_MS,
+        maxDelayMs: UNAVAILABLE_MAX_BACKOFF_MS,
+        signal,
+        shouldRetry: (e, delayMs) =>
+          isTransient(e as PserverError) && Date.now() + delayMs <= deadline && !signal?.aborted,
+      },
+    );
   }
 
   /** Runs `fn` for every shard from `from` on, concurrently; any failure is a `ShardCallError`. */
