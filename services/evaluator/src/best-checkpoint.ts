@@ -11,7 +11,7 @@
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import zlib from 'node:zlib';
+import { crc32 } from '#libs/file-integrity';
 import type { NamedTensor, NamedTensorDtype } from '#libs/learner';
 import { writeFileAtomically } from './model-export.js';
 import type { PolicyState } from './stop-policy.js';
@@ -63,10 +63,6 @@ interface StateFile {
 }
 
 const ARRAYS = { float32: Float32Array, int32: Int32Array, bool: Uint8Array } as const;
-
-function crc32(data: Uint8Array): number {
-  return zlib.crc32(data) >>> 0;
-}
 
 /** The checkpoint directory of a job whose output is `output`. */
 export function bestDir(output: string): string {

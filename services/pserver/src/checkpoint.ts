@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readFile, readdir, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import zlib from 'node:zlib';
+import { crc32 } from '#libs/file-integrity';
 import { CheckpointError } from './errors.js';
 
 /**
@@ -78,11 +78,6 @@ interface Header {
   specJson: string;
   optimizer: string;
   tensors: { name: string; shape: number[]; elements: number; slots: number }[];
-}
-
-/** CRC-32 (IEEE) of `data`. */
-export function crc32(data: Uint8Array): number {
-  return zlib.crc32(data) >>> 0;
 }
 
 /** The data file name of a version. */

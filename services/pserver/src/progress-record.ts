@@ -1,7 +1,7 @@
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { crc32 } from './checkpoint.js';
+import { crc32 } from '#libs/file-integrity';
 
 /**
  * A job shard's progress record: its version and its synchronous quorum, rewritten on every step
