@@ -11,9 +11,8 @@
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { crc32 } from '#libs/file-integrity';
+import { crc32, writeFileAtomically } from '#libs/file-integrity';
 import type { NamedTensor, NamedTensorDtype } from '#libs/learner';
-import { writeFileAtomically } from './model-export.js';
 import type { PolicyState } from './stop-policy.js';
 
 /** Directory of the checkpoint inside the job's output directory. */
