@@ -199,7 +199,7 @@ export class JobAccountingWatch {
     private readonly jobId: string,
   ) {
     this.client = new MasterClient(nc, `chaos-watch-${process.pid}`, {
-      logger: { log: () => undefined, warn: () => undefined },
+      logger: { log: () => undefined, warn: () => undefined, error: () => undefined },
     });
   }
 
@@ -317,7 +317,7 @@ export class JobEventTap {
 
   constructor(nc: NatsConnection, jobId: string) {
     const client = new MasterClient(nc, `chaos-events-${process.pid}`, {
-      logger: { log: () => undefined, warn: () => undefined },
+      logger: { log: () => undefined, warn: () => undefined, error: () => undefined },
     });
     const subscription = client.events(jobId);
     this.subscription = subscription;

@@ -41,6 +41,7 @@ function recordingLogger() {
     lines,
     log: note,
     warn: note,
+    error: note,
     waitFor(match: RegExp): Promise<void> {
       if (lines.some((l) => match.test(l))) return Promise.resolve();
       return new Promise((resolve) => waiters.push({ match, resolve }));

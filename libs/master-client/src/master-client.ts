@@ -11,7 +11,6 @@ import {
   encodeJson,
   type JobEvent,
   type JobStatusReply,
-  type LineLogger,
   type NatsConnection,
   type StopReason,
   type TaskClaim,
@@ -20,6 +19,7 @@ import {
   type TaskReport,
   type TaskReportReply,
 } from '#libs/messaging';
+import type { LineLogger } from '#libs/logging';
 import { sleep } from '#libs/retry';
 import {
   CLAIM_RETRY_BUDGET_MS,
@@ -87,7 +87,11 @@ export interface EventSubscription extends AsyncIterable<JobEvent> {
   stop(): void;
 }
 
-const CONSOLE_LOGGER: LineLogger = { log: () => undefined, warn: (m) => console.warn(m) };
+const CONSOLE_LOGGER: LineLogger = {
+  log: () => undefined,
+  warn: (m) => console.warn(m),
+  error: (m) => console.error(m),
+};
 const CLAIM_REFUSALS = new Set(['stale', 'stopped', 'full']);
 
 function checkJobId(jobId: string): void {

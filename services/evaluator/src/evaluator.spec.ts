@@ -18,10 +18,10 @@ import {
   type NatsConnection,
 } from '#libs/messaging';
 import { Compressor, writeRecordFile } from '#libs/recordio';
+import type { LineLogger } from '#libs/logging';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { SnapshotParamsError } from './errors.js';
 import { Evaluator } from './evaluator.js';
-import type { EvaluatorLogger } from './job-evaluation.js';
 import type { SnapshotParamsSource, VersionedParams } from './snapshot-params.js';
 
 const FEATURES = 3;
@@ -77,7 +77,7 @@ class FakeParams implements SnapshotParamsSource {
   async close(): Promise<void> {}
 }
 
-const quietLogger = (): EvaluatorLogger & { lines: string[] } => {
+const quietLogger = (): LineLogger & { lines: string[] } => {
   const lines: string[] = [];
   return {
     lines,

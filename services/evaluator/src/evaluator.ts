@@ -10,9 +10,10 @@ import { validateJobSpec, type JobSpec } from '#libs/job-spec';
 import { MasterClient, parseJobRecord } from '#libs/master-client';
 import { watchBucket, type Buckets, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { MemberBeacon } from '#libs/service-runtime';
+import type { LineLogger } from '#libs/logging';
 import { BUDGET_CHECK_INTERVAL_MS, EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
 import { EvaluationSetCache } from './evaluation-set.js';
-import { JobEvaluation, type EvaluatorLogger, type JobActivity } from './job-evaluation.js';
+import { JobEvaluation, type JobActivity } from './job-evaluation.js';
 import { readExportedSummary } from './model-export.js';
 import type { SnapshotParamsSource } from './snapshot-params.js';
 
@@ -52,7 +53,7 @@ export class Evaluator {
     private readonly nc: NatsConnection,
     private readonly buckets: Buckets,
     private readonly params: SnapshotParamsSource,
-    private readonly logger: EvaluatorLogger,
+    private readonly logger: LineLogger,
     private readonly options: EvaluatorOptions,
   ) {
     this.evaluationSets = new EvaluationSetCache({ cwd: options.cwd });

@@ -30,6 +30,7 @@ import {
   type StopReason,
 } from '#libs/messaging';
 import { sleep } from '#libs/retry';
+import type { LineLogger } from '#libs/logging';
 import {
   FINAL_FETCH_EXPIRES_MS,
   SNAPSHOT_ACK_WAIT_MS,
@@ -52,13 +53,6 @@ import type { ParamManifestEntry, SnapshotParamsSource } from './snapshot-params
 import { SnapshotTracker, parseSnapshotNotice } from './snapshot-tracker.js';
 import { StopPolicy, type StopDecision } from './stop-policy.js';
 
-/** Where a job's work is logged; a Nest `Logger` fits. */
-export interface EvaluatorLogger {
-  log(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
-
 /** What the evaluator is doing for a job, for its member status. */
 export type JobActivity = 'evaluating' | 'exporting' | 'done';
 
@@ -71,7 +65,7 @@ export interface JobEvaluationDeps {
   evaluationSets: EvaluationSetCache;
   /** Asks the master for the job's status (samples trained). */
   master: MasterClient;
-  logger: EvaluatorLogger;
+  logger: LineLogger;
   /** How long the status request for the summary waits for the master. */
   statusTimeoutMs: number;
   /** Told when the job's work starts and ends. */

@@ -30,9 +30,10 @@ import {
   tensorParts,
   typedArrayOf,
 } from '#libs/pserver-client';
+import type { LineLogger } from '#libs/logging';
 import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
 import type { JobShard } from './job-shard.js';
-import type { ParameterShard, ShardLogger } from './parameter-shard.js';
+import type { ParameterShard } from './parameter-shard.js';
 
 /** How long `stop` lets calls in flight finish before cutting them off. */
 export const SHUTDOWN_GRACE_MS = 5_000;
@@ -57,7 +58,7 @@ export interface PserverGrpcServerOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
-  logger?: ShardLogger;
+  logger?: LineLogger;
   /** Tensor bytes per streamed message in pulls. Default `MAX_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
 }
@@ -69,7 +70,7 @@ export interface PserverGrpcServerOptions {
  */
 export class PserverGrpcServer {
   private readonly server = new Server(SERVER_CHANNEL_OPTIONS);
-  private readonly logger?: ShardLogger;
+  private readonly logger?: LineLogger;
   private readonly maxChunkBytes: number;
   private bound?: { host: string; port: number };
 

@@ -11,9 +11,10 @@ import {
   type NatsConnection,
 } from '#libs/messaging';
 import { DataType } from '#libs/pserver-client';
+import type { LineLogger } from '#libs/logging';
 import { UnknownJobError } from './errors.js';
 import { JobLifecycle } from './job-lifecycle.js';
-import { ParameterShard, type ShardLogger } from './parameter-shard.js';
+import { ParameterShard } from './parameter-shard.js';
 
 const PARAMS = [{ name: 'w', dtype: DataType.FLOAT32, shape: [2] }];
 const SPEC = JSON.stringify({ optimizer: { type: 'sgd', learningRate: 0.5 }, checkpoint: { everySteps: 1000 } });
@@ -23,7 +24,7 @@ let nats: ServerProcess;
 let nc: NatsConnection;
 let buckets: Buckets;
 const lines: string[] = [];
-const logger: ShardLogger = { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) };
+const logger: LineLogger = { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) };
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'tributary-lifecycle-'));

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { TensorInfo } from '#libs/pserver-client';
+import type { LineLogger } from '#libs/logging';
 import { loadCheckpoint, writeCheckpoint, type CheckpointData, type CheckpointRecord } from './checkpoint.js';
 import { CheckpointError, InvalidRequestError, UnknownJobError } from './errors.js';
 import { JobShard, type InitElectionResult } from './job-shard.js';
@@ -17,13 +18,6 @@ export const MEMBER_TTL_MS = 10_000;
 /** How often the time-based checkpoint rule is looked at. */
 export const CHECKPOINT_TICK_MS = 1_000;
 
-/** Where log lines go (a Nest `Logger` fits). */
-export interface ShardLogger {
-  log(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
-
 /** Settings of a `ParameterShard`. */
 export interface ParameterShardOptions {
   /** This process's shard index. */
@@ -36,7 +30,7 @@ export interface ParameterShardOptions {
   initLeaseMs?: number;
   /** Called when a snapshot for the evaluator is retained. */
   onSnapshot?: (jobId: string, shard: number, version: number) => void;
-  logger?: ShardLogger;
+  logger?: LineLogger;
   now?: () => number;
 }
 
@@ -56,7 +50,7 @@ interface CheckpointState {
   chain: Promise<unknown>;
 }
 
-const silent: ShardLogger = { log: () => undefined, warn: () => undefined, error: () => undefined };
+const silent: LineLogger = { log: () => undefined, warn: () => undefined, error: () => undefined };
 
 /**
  * Every job's slice of the parameters held by this process: creates a job on its first
@@ -71,7 +65,7 @@ export class ParameterShard {
   private readonly loading = new Map<string, Promise<JobShard | undefined>>();
   private readonly checkpoints = new Map<string, CheckpointState>();
   private readonly memberTtlMs: number;
-  private readonly logger: ShardLogger;
+  private readonly logger: LineLogger;
   private readonly now: () => number;
   /** Jobs that stopped and were dropped from memory; calls naming them find no job. */
   private readonly retired = new Set<string>();

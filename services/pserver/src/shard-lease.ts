@@ -2,7 +2,7 @@ import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { RedisConnection } from '#libs/messaging';
 import { sleep } from '#libs/retry';
-import type { ShardLogger } from './parameter-shard.js';
+import type { LineLogger } from '#libs/logging';
 
 /** How long a shard's lease lasts without renewal; a standby takes over this long after the owner died. */
 export const SHARD_LEASE_TTL_MS = 10_000;
@@ -32,7 +32,7 @@ export interface ShardLeaseOptions {
   ttlMs?: number;
   /** Default `STANDBY_POLL_MS`, at most the TTL. */
   pollMs?: number;
-  logger: ShardLogger;
+  logger: LineLogger;
   /**
    * Called once when the lease is lost while held: another process holds it, or it could not
    * be renewed for a whole TTL. The owner must stop serving at once.

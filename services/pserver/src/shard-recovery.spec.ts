@@ -9,10 +9,11 @@ import {
   type ShardDirectory,
   type TensorLike,
 } from '#libs/pserver-client';
+import type { LineLogger } from '#libs/logging';
 import { CHECKPOINT_METADATA_FILE, checkpointFileName } from './checkpoint.js';
 import { CheckpointError, GradientVersionError, UnknownJobError } from './errors.js';
 import { startShard, type RunningShard } from './in-process-shards.js';
-import { ParameterShard, type ShardLogger } from './parameter-shard.js';
+import { ParameterShard } from './parameter-shard.js';
 import { PROGRESS_RECORD_FILE, readProgressRecord } from './progress-record.js';
 
 const JOB = 'job-1';
@@ -36,7 +37,7 @@ const ones = () =>
 
 let dir: string;
 let lines: string[];
-const logger: ShardLogger = {
+const logger: LineLogger = {
   log: (m) => lines.push(`log ${m}`),
   warn: (m) => lines.push(`warn ${m}`),
   error: (m) => lines.push(`error ${m}`),

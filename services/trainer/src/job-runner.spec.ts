@@ -24,10 +24,11 @@ import {
 } from '#libs/messaging';
 import { KvShardDirectory, ShardedPserverClient, shardKey } from '#libs/pserver-client';
 import { loadIndex, writeRecordFile, type ChunkMeta } from '#libs/recordio';
+import type { LineLogger } from '#libs/logging';
 import { startShard, startShards, type RunningShard } from '../../pserver/src/in-process-shards.js';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { JobDirectory } from './job-directory.js';
-import { JobRunner, type TrainerLogger } from './job-runner.js';
+import { JobRunner } from './job-runner.js';
 import { TrainerWorker } from './trainer-worker.js';
 
 const LAYOUT = { featureShape: [4], featureDtype: 'float32', labelDtype: 'int32', numClasses: 3 } as const;
@@ -47,7 +48,7 @@ function specInput(id: string, file: string, out: string): JobSpecInput {
   };
 }
 
-const quiet: TrainerLogger = { log: () => undefined, warn: () => undefined, error: (m) => console.error(m) };
+const quiet: LineLogger = { log: () => undefined, warn: () => undefined, error: (m) => console.error(m) };
 
 /**
  * A minimal master on real NATS: dispatches task messages through the job's work queue,

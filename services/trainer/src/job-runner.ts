@@ -1,7 +1,8 @@
 import type { JobSpec } from '#libs/job-spec';
 import type { Learner } from '#libs/learner';
 import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
-import type { LineLogger, MemberStatus } from '#libs/messaging';
+import type { LineLogger } from '#libs/logging';
+import type { MemberStatus } from '#libs/messaging';
 import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient } from '#libs/pserver-client';
 import { sleep } from '#libs/retry';
 import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
@@ -35,11 +36,6 @@ export interface PserverConnection {
   close(): void;
 }
 
-/** A logger with an error level (a Nest `Logger` fits). */
-export interface TrainerLogger extends LineLogger {
-  error(message: string): void;
-}
-
 /** What a `JobRunner` needs. */
 export interface JobRunnerDeps {
   master: TaskSource;
@@ -47,7 +43,7 @@ export interface JobRunnerDeps {
   createLearner: () => Learner;
   /** Connects to the job's parameter servers for a model with these parameters. */
   connectPservers: (spec: JobSpec, params: ParamInfo[]) => Promise<PserverConnection>;
-  logger: TrainerLogger;
+  logger: LineLogger;
   /** Receives member status changes (a `MemberBeacon.update`). */
   status?: (patch: Partial<MemberStatus>) => void;
   /** Reads chunks (`readChunkAt` by default). */

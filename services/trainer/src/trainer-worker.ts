@@ -2,9 +2,10 @@ import { InvalidJobSpecError, validateJobSpec, type JobSpec } from '#libs/job-sp
 import type { EventSubscription } from '#libs/master-client';
 import type { JobRecord } from '#libs/messaging';
 import { sleep } from '#libs/retry';
+import type { LineLogger } from '#libs/logging';
 import { JOB_SETUP_RETRY_MS } from './defaults.js';
 import { SERVED_JOB_STATES, type JobDirectory } from './job-directory.js';
-import type { JobRunner, TrainerLogger } from './job-runner.js';
+import type { JobRunner } from './job-runner.js';
 
 /** What a `TrainerWorker` needs. */
 export interface TrainerWorkerDeps {
@@ -12,7 +13,7 @@ export interface TrainerWorkerDeps {
   runner: Pick<JobRunner, 'run'>;
   /** Live events of a job, to hear `stopped` before the jobs bucket says so. */
   events?: (jobId: string) => EventSubscription;
-  logger: TrainerLogger;
+  logger: LineLogger;
   /** Pause before a job whose set-up failed is tried again. */
   setupRetryMs?: number;
 }
