@@ -57,7 +57,7 @@ export type {
 export { ShardMap, ShardingError, assignShards } from './sharding.js';
 export type { ParamSize } from './sharding.js';
 export {
-  MAX_CHUNK_SIZE_BYTES,
+  TENSOR_CHUNK_SIZE_BYTES,
   MAX_TENSOR_SIZE_BYTES,
   TensorAssembler,
   dataTypeName,

@@ -28,7 +28,7 @@ import {
   PULL_DEADLINE_MARGIN_MS,
 } from './grpc-options.js';
 import {
-  MAX_CHUNK_SIZE_BYTES,
+  TENSOR_CHUNK_SIZE_BYTES,
   TensorAssembler,
   tensorParts,
   toNamedTensor,
@@ -44,7 +44,7 @@ export interface PserverClientOptions {
   channelOptions?: ChannelOptions;
   /** Deadline of unary calls and pushes. Default `CALL_TIMEOUT_MS`. */
   callTimeoutMs?: number;
-  /** Tensor bytes per streamed message. Default `MAX_CHUNK_SIZE_BYTES`. */
+  /** Tensor bytes per streamed message. Default `TENSOR_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
 }
 
@@ -96,7 +96,7 @@ export class PserverClient {
   ) {
     this.shard = options.shard ?? 0;
     this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS;
-    this.maxChunkBytes = options.maxChunkBytes ?? MAX_CHUNK_SIZE_BYTES;
+    this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.client = new ParameterServerClient(address, credentials.createInsecure(), {
       ...CLIENT_CHANNEL_OPTIONS,
       ...options.channelOptions,

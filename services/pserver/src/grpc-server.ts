@@ -22,7 +22,7 @@ import {
 import {
   ERROR_REASON_METADATA_KEY,
   FLOW_CONTROL_WINDOW_BYTES,
-  MAX_CHUNK_SIZE_BYTES,
+  TENSOR_CHUNK_SIZE_BYTES,
   MalformedTensorError,
   SERVER_CHANNEL_OPTIONS,
   SHARD_VERSION_METADATA_KEY,
@@ -36,7 +36,7 @@ import type { JobShard } from './job-shard.js';
 import type { ParameterShard } from './parameter-shard.js';
 
 /** How long `stop` lets calls in flight finish before cutting them off. */
-export const SHUTDOWN_GRACE_MS = 5_000;
+export const GRPC_SHUTDOWN_GRACE_MS = 5_000;
 
 const REASON_CODES: Record<ShardErrorReason, GrpcStatus> = {
   'stale-gradient': GrpcStatus.FAILED_PRECONDITION,
@@ -59,7 +59,7 @@ export interface PserverGrpcServerOptions {
   /** 0 picks a free port. */
   port: number;
   logger?: LineLogger;
-  /** Tensor bytes per streamed message in pulls. Default `MAX_CHUNK_SIZE_BYTES`. */
+  /** Tensor bytes per streamed message in pulls. Default `TENSOR_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
 }
 
@@ -79,7 +79,7 @@ export class PserverGrpcServer {
     private readonly options: PserverGrpcServerOptions,
   ) {
     this.logger = options.logger;
-    this.maxChunkBytes = options.maxChunkBytes ?? MAX_CHUNK_SIZE_BYTES;
+    this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.server.addService(ParameterServerService, this.handlers());
   }
 
@@ -101,7 +101,7 @@ export class PserverGrpcServer {
   }
 
   /** Stops accepting calls, lets calls in flight finish for up to `graceMs`, then cuts them. */
-  async stop(graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
+  async stop(graceMs = GRPC_SHUTDOWN_GRACE_MS): Promise<void> {
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
         this.server.forceShutdown();

@@ -14,7 +14,7 @@ import { readProgressRecord, syncProgressRecord, writeProgressRecord, type Progr
  * synchronous step waits for a trainer that died without leaving. Trainers holding a task join
  * again every 2 s (`TRAINER_QUORUM_HEARTBEAT_MS`), so only the dead lapse.
  */
-export const MEMBER_TTL_MS = 10_000;
+export const QUORUM_MEMBER_LAPSE_MS = 10_000;
 /** How often the time-based checkpoint rule is looked at. */
 export const CHECKPOINT_TICK_MS = 1_000;
 
@@ -24,7 +24,7 @@ export interface ParameterShardOptions {
   shard: number;
   /** Checkpoints go to `<dataDir>/<jobId>/`. */
   dataDir: string;
-  /** Silence after which a member lapses. Default `MEMBER_TTL_MS`. */
+  /** Silence after which a member lapses. Default `QUORUM_MEMBER_LAPSE_MS`. */
   memberTtlMs?: number;
   /** How long the elected trainer holds the init lease. */
   initLeaseMs?: number;
@@ -76,7 +76,7 @@ export class ParameterShard {
 
   constructor(private readonly options: ParameterShardOptions) {
     this.shard = options.shard;
-    this.memberTtlMs = options.memberTtlMs ?? MEMBER_TTL_MS;
+    this.memberTtlMs = options.memberTtlMs ?? QUORUM_MEMBER_LAPSE_MS;
     this.logger = options.logger ?? silent;
     this.now = options.now ?? Date.now;
   }
