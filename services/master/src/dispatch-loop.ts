@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { MasterConfig } from './master-config.js';
-import { JobDirectory } from './job-directory.js';
+import { JobRoster } from './job-roster.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 import { TrainerCensus } from './trainer-census.js';
@@ -17,7 +17,7 @@ export class DispatchLoop implements LeaderDuty {
   private busy = false;
 
   constructor(
-    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(TrainerCensus) private readonly census: TrainerCensus,
     @Inject(MASTER_SETTINGS) private readonly settings: MasterConfig,
   ) {}
@@ -40,10 +40,10 @@ export class DispatchLoop implements LeaderDuty {
     this.current = (async () => {
       const trainers = await this.census.refresh();
       await Promise.all(
-        this.directory
+        this.roster
           .running()
-          .map((runner) =>
-            runner.tick(trainers).catch((err: Error) => this.logger.error(`job ${runner.jobId}: ${err.message}`)),
+          .map((driver) =>
+            driver.tick(trainers).catch((err: Error) => this.logger.error(`job ${driver.jobId}: ${err.message}`)),
           ),
       );
     })().finally(() => {
