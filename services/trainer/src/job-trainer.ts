@@ -21,10 +21,10 @@ import { TaskLease } from './task-lease.js';
 import { ThroughputMeter } from './throughput.js';
 import { TrainingLoop, type TaskOutcome, type TaskSignals } from './training-loop.js';
 
-/** The master calls a job runner makes (a `MasterClient`). */
+/** The master calls a job trainer makes (a `MasterClient`). */
 export type TaskSource = Pick<MasterClient, 'pullTask' | 'renewClaim' | 'reportDone' | 'reportFailed' | 'handBack'>;
 
-/** The parameter server calls a job runner makes (a `ShardedPserverClient`). */
+/** The parameter server calls a job trainer makes (a `ShardedPserverClient`). */
 export type JobParameterClient = Pick<
   ShardedPserverClient,
   'initialize' | 'join' | 'leave' | 'pushGradients' | 'pullParams' | 'status'
@@ -36,8 +36,8 @@ export interface PserverConnection {
   close(): void;
 }
 
-/** What a `JobRunner` needs. */
-export interface JobRunnerDeps {
+/** What a `JobTrainer` needs. */
+export interface JobTrainerDeps {
   master: TaskSource;
   /** A fresh learner for a job. */
   createLearner: () => Learner;
@@ -76,10 +76,10 @@ export type JobRunEnd = 'stopped' | 'preempted';
  * is dropped; on preemption the current minibatch is finished and the task handed back.
  * Everything is released before it returns.
  */
-export class JobRunner {
+export class JobTrainer {
   private readonly idleTaskWaitMs: number;
 
-  constructor(private readonly deps: JobRunnerDeps) {
+  constructor(private readonly deps: JobTrainerDeps) {
     this.idleTaskWaitMs = deps.idleTaskWaitMs ?? IDLE_TASK_WAIT_MS;
   }
 
@@ -277,7 +277,7 @@ class ProgressReporter {
 
   constructor(
     private readonly jobId: string,
-    private readonly deps: JobRunnerDeps,
+    private readonly deps: JobTrainerDeps,
   ) {}
 
   startTask(task: ClaimedTask): void {
