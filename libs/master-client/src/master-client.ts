@@ -28,7 +28,7 @@ import {
   NEXT_TASK_TIMEOUT_MS,
   RETRY_INITIAL_BACKOFF_MS,
 } from './defaults.js';
-import { InvalidJobIdError, MasterUnavailableError, UnknownJobError } from './errors.js';
+import { InvalidJobIdError, MasterUnavailableError, JobUnknownToMasterError } from './errors.js';
 import { watchJobRecords, type JobWatch } from './job-watch.js';
 import { requestUntilReply } from './request-retry.js';
 import { parseTaskMessage } from './task-message.js';
@@ -210,7 +210,7 @@ export class MasterClient {
 
   /**
    * Asks the master for a job's state and counters.
-   * @throws UnknownJobError when the master does not know the job.
+   * @throws JobUnknownToMasterError when the master does not know the job.
    * @throws MasterUnavailableError when no master answers in time.
    */
   async jobStatus(jobId: string, options: { timeoutMs?: number } = {}): Promise<JobStatusReply> {
@@ -225,7 +225,7 @@ export class MasterClient {
     }
     const obj = decodeJsonObject(subject, data);
     if (typeof obj['error'] === 'string') {
-      if (obj['error'].startsWith('unknown job')) throw new UnknownJobError(jobId);
+      if (obj['error'].startsWith('unknown job')) throw new JobUnknownToMasterError(jobId);
       throw new Error(`status of job ${jobId}: ${obj['error']}`);
     }
     if (typeof obj['state'] !== 'string' || typeof obj['epoch'] !== 'number') {

@@ -12,7 +12,7 @@ import {
 } from '#libs/messaging';
 import { DataType } from '#libs/pserver-client';
 import type { LineLogger } from '#libs/logging';
-import { UnknownJobError } from './errors.js';
+import { JobUnknownToShardError } from './errors.js';
 import { JobLifecycle } from './job-lifecycle.js';
 import { ParameterShard } from './parameter-shard.js';
 
@@ -69,7 +69,7 @@ describe('job lifecycle', () => {
     const meta = join(dir, 'data', 'live-a', 'checkpoint.json');
     await until(async () => JSON.parse(await readFile(meta, 'utf8')).version === 3);
     await until(() => shard.jobIds().length === 0);
-    await expect(shard.job('live-a')).rejects.toBeInstanceOf(UnknownJobError);
+    await expect(shard.job('live-a')).rejects.toBeInstanceOf(JobUnknownToShardError);
 
     await put('live-a', 'running');
     await until(async () => (await shard.job('live-a').catch(() => undefined))?.version === 3);

@@ -4,7 +4,7 @@ import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { TensorInfo } from '#libs/pserver-client';
 import type { LineLogger } from '#libs/logging';
 import { loadCheckpoint, writeCheckpoint, type CheckpointData, type CheckpointRecord } from './checkpoint.js';
-import { CheckpointError, InvalidRequestError, UnknownJobError } from './errors.js';
+import { CheckpointError, InvalidRequestError, JobUnknownToShardError } from './errors.js';
 import { JobShard, type InitElectionResult } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
 import { readProgressRecord, syncProgressRecord, writeProgressRecord, type ProgressRecord } from './progress-record.js';
@@ -189,10 +189,10 @@ export class ParameterShard {
     for (const job of this.jobs.values()) job.close();
   }
 
-  /** The job, from memory or from its checkpoint; `UnknownJobError` when neither has it. */
+  /** The job, from memory or from its checkpoint; `JobUnknownToShardError` when neither has it. */
   async job(jobId: string): Promise<JobShard> {
     const job = await this.find(jobId);
-    if (!job) throw new UnknownJobError(jobId, this.shard);
+    if (!job) throw new JobUnknownToShardError(jobId, this.shard);
     return job;
   }
 

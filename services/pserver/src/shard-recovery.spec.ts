@@ -11,7 +11,7 @@ import {
 } from '#libs/pserver-client';
 import type { LineLogger } from '#libs/logging';
 import { CHECKPOINT_METADATA_FILE, checkpointFileName } from './checkpoint.js';
-import { CheckpointError, GradientVersionError, UnknownJobError } from './errors.js';
+import { CheckpointError, GradientVersionError, JobUnknownToShardError } from './errors.js';
 import { startShard, type RunningShard } from './in-process-shards.js';
 import { ParameterShard } from './parameter-shard.js';
 import { PROGRESS_RECORD_FILE, readProgressRecord } from './progress-record.js';
@@ -179,7 +179,7 @@ describe('pserver recovery', () => {
     for (const f of await readdir(join(dir, JOB))) if (f !== PROGRESS_RECORD_FILE) await unlink(join(dir, JOB, f));
     const after = newShard();
     expect(await after.preload([JOB])).toEqual([]);
-    await expect(after.job(JOB)).rejects.toBeInstanceOf(UnknownJobError);
+    await expect(after.job(JOB)).rejects.toBeInstanceOf(JobUnknownToShardError);
     const election = await after.beginInit({
       jobId: JOB,
       trainerId: 'x',
@@ -227,7 +227,7 @@ describe('pserver recovery', () => {
     const shard = await trained(3, ['t'], spec({ checkpoint: { everySteps: 100 } }));
     await shard.retire(JOB);
     expect(shard.jobIds()).toEqual([]);
-    await expect(shard.job(JOB)).rejects.toBeInstanceOf(UnknownJobError);
+    await expect(shard.job(JOB)).rejects.toBeInstanceOf(JobUnknownToShardError);
     shard.reinstate(JOB);
     expect((await shard.job(JOB)).version).toBe(3);
     await shard.close();
