@@ -12,7 +12,7 @@
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { crc32, writeFileAtomically } from '#libs/file-integrity';
-import type { NamedTensor, NamedTensorDtype } from '#libs/learner';
+import type { PlainTensor, PlainTensorDtype } from '#libs/learner';
 import type { PolicyState } from './stop-policy.js';
 
 /** Directory of the checkpoint inside the job's output directory. */
@@ -31,7 +31,7 @@ export interface BestCheckpoint {
   /** Model version of the kept parameters (of `params`); -1 when none were kept. */
   version: number;
   /** The best parameters, when some were kept. */
-  params?: NamedTensor[];
+  params?: PlainTensor[];
 }
 
 /** The checkpoint could not be read back (missing files, wrong size or checksum). */
@@ -57,7 +57,7 @@ interface StateFile {
     file: string;
     bytes: number;
     crc32: number;
-    tensors: { name: string; dtype: NamedTensorDtype; shape: number[]; bytes: number }[];
+    tensors: { name: string; dtype: PlainTensorDtype; shape: number[]; bytes: number }[];
   };
 }
 

@@ -15,7 +15,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
-import { TfjsLearner, namedTrainableVariables, type NamedTensor } from '#libs/learner';
+import { TfjsLearner, namedTrainableVariables, type PlainTensor } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import {
   CONSUMERS,
@@ -76,7 +76,7 @@ export interface JobEvaluationDeps {
 interface Scored {
   version: number;
   value: number;
-  params: NamedTensor[];
+  params: PlainTensor[];
 }
 
 function message(err: unknown): string {
@@ -351,7 +351,7 @@ export class JobEvaluation {
   }
 
   /** Scores `params` on the evaluation set, publishes metrics, and applies the stop policy. */
-  private async evaluate(version: number, params: NamedTensor[]): Promise<void> {
+  private async evaluate(version: number, params: PlainTensor[]): Promise<void> {
     this.deps.onActivity?.(this.jobId, 'evaluating');
     try {
       const set = await this.deps.evaluationSets.get(this.spec);
