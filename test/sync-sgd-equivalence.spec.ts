@@ -5,7 +5,7 @@ import * as tf from '@tensorflow/tfjs';
 import { encodeExampleValues } from '#libs/dataset';
 import { TfjsLearner, decodeBatch, type Batch, type LearnerSpec, type PlainTensor } from '#libs/learner';
 import { ShardedPserverClient } from '#libs/pserver-client';
-import { startShards, type RunningShard } from '../services/pserver/src/in-process-shards.js';
+import { startShards, type RunningShard } from '../services/pserver/test/in-process-shards.js';
 import { seededRandom, TINY_CLASSES, TINY_FEATURES } from './support/tiny-dataset.js';
 
 /** Steps compared, and the per-trainer batch size b (the single trainer uses 2b). */

@@ -12,7 +12,7 @@ import {
 import type { LineLogger } from '#libs/logging';
 import { CHECKPOINT_METADATA_FILE, checkpointFileName } from './checkpoint.js';
 import { CheckpointError, GradientVersionError, JobUnknownToShardError } from './errors.js';
-import { startShard, type RunningShard } from './in-process-shards.js';
+import { startShard, type RunningShard } from '../test/in-process-shards.js';
 import { ParameterShard } from './parameter-shard.js';
 import { PROGRESS_RECORD_FILE, readProgressRecord } from './progress-record.js';
 

@@ -25,7 +25,7 @@ import {
 import { KvShardDirectory, ShardedPserverClient, shardKey } from '#libs/pserver-client';
 import { loadIndex, writeRecordFile, type ChunkMeta } from '#libs/recordio';
 import type { LineLogger } from '#libs/logging';
-import { startShard, startShards, type RunningShard } from '../../pserver/src/in-process-shards.js';
+import { startShard, startShards, type RunningShard } from '../../pserver/test/in-process-shards.js';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { JobRecordsView } from './job-records-view.js';
 import { JobTrainer } from './job-trainer.js';
