@@ -28,7 +28,7 @@ import {
   NEXT_TASK_TIMEOUT_MS,
   RETRY_INITIAL_BACKOFF_MS,
 } from './defaults.js';
-import { InvalidJobIdError, MasterUnavailableError, JobUnknownToMasterError } from './errors.js';
+import { InvalidJobIdError, JobUnknownToMasterError, MasterUnavailableError } from './errors.js';
 import { watchJobRecords, type JobWatch } from './job-watch.js';
 import { requestUntilReply } from './request-retry.js';
 import { parseTaskMessage } from './task-message.js';

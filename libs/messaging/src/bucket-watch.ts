@@ -1,7 +1,7 @@
 import type { KV, KvWatchEntry, KvWatchOptions } from '@nats-io/kv';
 import { errors } from '@nats-io/transport-node';
-import { retryWithBackoff } from '#libs/retry';
 import type { LineLogger } from '#libs/logging';
+import { retryWithBackoff } from '#libs/retry';
 
 /** First delay before a watch that ended by itself is opened again; it doubles up to the max. */
 export const WATCH_REOPEN_MIN_MS = 250;

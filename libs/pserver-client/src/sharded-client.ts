@@ -6,6 +6,7 @@ import {
   type StatusReply,
   type TensorInfo,
 } from '#proto/generated/pserver.js';
+import { retryWithBackoff, sleep } from '#libs/retry';
 import {
   MalformedTensorError,
   PserverError,
@@ -23,7 +24,6 @@ import {
   StaticShardDirectory,
   type ShardDirectory,
 } from './shard-directory.js';
-import { retryWithBackoff, sleep } from '#libs/retry';
 import { assignShards, type ShardMap } from './sharding.js';
 import { elementCount, sameShape, type NamedTensor } from './tensor-codec.js';
 

@@ -16,6 +16,7 @@ import {
 } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
 import { TfjsLearner, namedTrainableVariables, type PlainTensor } from '#libs/learner';
+import type { LineLogger } from '#libs/logging';
 import { MasterClient } from '#libs/master-client';
 import {
   CONSUMERS,
@@ -30,7 +31,6 @@ import {
   type StopReason,
 } from '#libs/messaging';
 import { sleep } from '#libs/retry';
-import type { LineLogger } from '#libs/logging';
 import {
   FINAL_FETCH_EXPIRES_MS,
   SNAPSHOT_ACK_WAIT_MS,

@@ -1,8 +1,8 @@
 import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
+import type { LineLogger } from '#libs/logging';
 import type { RedisConnection } from '#libs/messaging';
 import { sleep } from '#libs/retry';
-import type { LineLogger } from '#libs/logging';
 
 /** How long a shard's lease lasts without renewal; a standby takes over this long after the owner died. */
 export const SHARD_LEASE_TTL_MS = 10_000;

@@ -1,8 +1,8 @@
 import { InvalidJobSpecError, validateJobSpec, type JobSpec } from '#libs/job-spec';
+import type { LineLogger } from '#libs/logging';
 import type { EventSubscription } from '#libs/master-client';
 import type { JobRecord } from '#libs/messaging';
 import { sleep } from '#libs/retry';
-import type { LineLogger } from '#libs/logging';
 import { JOB_SETUP_RETRY_MS } from './defaults.js';
 import { SERVED_JOB_STATES, type JobRecordsView } from './job-records-view.js';
 import type { JobTrainer } from './job-trainer.js';
