@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { encodeExampleValues } from '#libs/dataset';
-import { TfjsLearner, decodeBatch, type Batch, type LearnerSpec, type NamedTensor } from '#libs/learner';
+import { TfjsLearner, decodeBatch, type Batch, type LearnerSpec, type PlainTensor } from '#libs/learner';
 import { ShardedPserverClient } from '#libs/pserver-client';
-import { startShards, type RunningShard } from '../services/pserver/src/in-process-shards.js';
+import { startShards, type RunningShard } from '../services/pserver/test/in-process-shards.js';
 import { seededRandom, TINY_CLASSES, TINY_FEATURES } from './support/tiny-dataset.js';
 
 /** Steps compared, and the per-trainer batch size b (the single trainer uses 2b). */
@@ -71,7 +71,7 @@ async function train(
     const pulled = await t.client.pullParams(step);
     expect(pulled.versions.every((v) => v === step)).toBe(true);
     t.learner.setParams(
-      pulled.tensors.map((p) => ({ ...p, dtype: 'float32' as const, shape: [...p.shape] })) as NamedTensor[],
+      pulled.tensors.map((p) => ({ ...p, dtype: 'float32' as const, shape: [...p.shape] })) as PlainTensor[],
     );
     const batch: Batch = decodeBatch(share(batches[step]), LEARNER_SPEC.layout);
     await t.learner.train(batch);

@@ -25,6 +25,7 @@ import { Kvm } from '@nats-io/kv';
 import { LocalCluster, freePort } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
 import { KV_BUCKETS, connectNats, type JobEvent, type StopReason } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 import { CHAOS_CHECKPOINT_SECONDS, chaosJobSpec, writeChaosDataset } from '../../test/support/chaos-job.js';
 import { CHAOS_TARGETS, ChaosMonkey, type ChaosTarget, type Recovery } from '../../test/support/chaos-monkey.js';
 import { ChaosWaitError, JobEventTap, ShardVersionWatch } from '../../test/support/chaos-watch.js';
@@ -194,7 +195,7 @@ async function main(): Promise<number> {
     const pause = () => PAUSE_MIN_MS + random() * (PAUSE_MAX_MS - PAUSE_MIN_MS);
     let next = Date.now() + pause();
     while (next < startedAt + budgetMs - LAST_KILL_MARGIN_MS && !events.ended()) {
-      await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
+      await sleep(Math.max(0, next - Date.now()));
       const target = CHAOS_TARGETS[Math.floor(random() * CHAOS_TARGETS.length)]!;
       const index = target === 'nats' || target === 'master' ? 0 : Math.floor(random() * monkey.idsOf(target).length);
       const kill = kills.length + 1;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { DEFAULT_NATS_URL, DEFAULT_REDIS_URL } from '#libs/config';
 import { LocalCluster, isAlive, readClusterFile, type ClusterFile } from '#libs/local-cluster';
 import { KV_BUCKETS, type MemberStatus } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 import { Kvm } from '@nats-io/kv';
 import { CommandExit, type CliIo } from '../cli-io.js';
 import { connectCli, stateDirFor } from '../cluster-connection.js';
@@ -88,7 +89,7 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
   child.unref();
   const deadline = Date.now() + DETACHED_READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 300));
+    await sleep(300);
     const file = readClusterFile(stateDir);
     if (file?.ready && file.supervisorPid === child.pid) {
       io.stdout.write(
@@ -114,7 +115,7 @@ async function down(io: CliIo): Promise<void> {
   const deadline = Date.now() + 90_000;
   while (isAlive(file.supervisorPid)) {
     if (Date.now() > deadline) throw new Error(`cluster supervisor ${file.supervisorPid} did not stop within 90 s`);
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
   io.stdout.write('cluster stopped\n');
 }

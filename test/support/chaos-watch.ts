@@ -2,6 +2,7 @@ import type { KV } from '@nats-io/kv';
 import { MasterClient, type EventSubscription } from '#libs/master-client';
 import type { JobEvent, MemberStatus, NatsConnection } from '#libs/messaging';
 import { PserverClient, shardKey } from '#libs/pserver-client';
+import { sleep } from '#libs/retry';
 
 /** How often every shard's version is sampled over gRPC `Status`. */
 export const VERSION_SAMPLE_MS = 200;
@@ -23,8 +24,6 @@ export interface VersionDecrease {
 export class ChaosWaitError extends Error {
   override readonly name = 'ChaosWaitError';
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Polls `check` every {@link POLL_MS} until it returns a value other than undefined; throws a
@@ -190,7 +189,7 @@ export class JobEventTap {
 
   constructor(nc: NatsConnection, jobId: string) {
     const client = new MasterClient(nc, `chaos-events-${process.pid}`, {
-      logger: { log: () => undefined, warn: () => undefined },
+      logger: { log: () => undefined, warn: () => undefined, error: () => undefined },
     });
     const subscription = client.events(jobId);
     this.subscription = subscription;

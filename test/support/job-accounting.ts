@@ -32,7 +32,7 @@ export class JobAccountingWatch {
     private readonly jobId: string,
   ) {
     this.client = new MasterClient(nc, `chaos-watch-${process.pid}`, {
-      logger: { log: () => undefined, warn: () => undefined },
+      logger: { log: () => undefined, warn: () => undefined, error: () => undefined },
     });
   }
 

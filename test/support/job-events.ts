@@ -1,5 +1,6 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import { STREAMS, SUBJECTS, type JobEvent, type NatsConnection } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 
 /**
  * Replays a job's events from the events stream (so none is missed, whenever the test starts
@@ -22,7 +23,7 @@ export async function waitForEvent(
         });
       } catch (err) {
         if (Date.now() > deadline) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await sleep(250);
       }
     }
   })();

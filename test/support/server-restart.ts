@@ -1,6 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { startNatsServer, startRedisServer } from '#libs/local-cluster';
+import { sleep } from '#libs/retry';
 import type { TestServers } from './servers.js';
 
 /** How a test server is taken down before it is started again. */
@@ -30,7 +31,7 @@ export async function waitForJetStream(url: string, timeoutMs = JETSTREAM_READY_
       } catch (err) {
         if (Date.now() > deadline)
           throw new Error(`JetStream at ${url} not ready after ${timeoutMs} ms`, { cause: err });
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        await sleep(200);
       }
     }
   } finally {
@@ -56,7 +57,7 @@ export async function restartServer(
     child.kill(options.signal ?? 'SIGTERM');
     await exited;
   }
-  await new Promise((resolve) => setTimeout(resolve, options.downMs ?? RESTART_DOWN_MS));
+  await sleep(options.downMs ?? RESTART_DOWN_MS);
   const start = which === 'nats' ? startNatsServer : startRedisServer;
   servers[which] = await start({ dir: servers.dataDirs[which], port: old.port });
   if (which === 'nats') await waitForJetStream(servers.nats.url);

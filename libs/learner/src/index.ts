@@ -24,8 +24,8 @@ export type {
   Batch,
   EvaluationResult,
   Learner,
-  NamedTensor,
-  NamedTensorDtype,
+  PlainTensor,
+  PlainTensorDtype,
   TfjsLearnerOptions,
   TrainResult,
   UpdateMode,
@@ -65,4 +65,3 @@ export {
 
 export { namedTrainableVariables } from './param-names.js';
 export type { NamedVariable } from './param-names.js';
-

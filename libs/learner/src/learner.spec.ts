@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import fc from 'fast-check';
 import { prepareWasmBackend } from './backend.js';
 import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
-import { TfjsLearner, type Batch, type NamedTensor } from './learner.js';
+import { TfjsLearner, type Batch, type PlainTensor } from './learner.js';
 import type { LearnerSpec } from './model-spec.js';
 
 /** Deterministic values in [-1, 1) from a seed (mulberry32). */
@@ -58,7 +58,7 @@ function sliceBatch(batch: Batch, start: number, end: number): Batch {
   };
 }
 
-function maxAbsDiff(a: NamedTensor[], b: NamedTensor[]): number {
+function maxAbsDiff(a: PlainTensor[], b: PlainTensor[]): number {
   let max = 0;
   a.forEach((t, i) => {
     expect(b[i]!.name).toBe(t.name);
@@ -247,7 +247,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
     expect(() => learner.setParams(wrongShape)).toThrow(/layers\/2\/kernel.*shape \[8, 16\], expected \[16, 8\]/);
     expect(() => learner.setParams(params.slice(1))).toThrow(ParamMismatchError);
     expect(() => learner.setParams([...params, { ...params[0]!, name: 'extra' }])).toThrow(/unknown parameters: extra/);
-    const zeros: NamedTensor[] = params.map((p) => ({ ...p, data: new Float32Array(p.data.length) }));
+    const zeros: PlainTensor[] = params.map((p) => ({ ...p, data: new Float32Array(p.data.length) }));
     zeros[0] = { ...zeros[0]!, dtype: 'int32', data: new Int32Array(zeros[0]!.data.length) };
     expect(() => learner.setParams(zeros)).toThrow(/dtype int32, expected float32/);
     expect(maxAbsDiff(await learner.getParams(), params)).toBe(0);
@@ -357,7 +357,7 @@ describe('learner across backends', () => {
   it('learner - wasm and cpu compute the same CNN gradient', async () => {
     await prepareWasmBackend();
     const batch = makeBatch(CNN_SPEC, 6, 21);
-    const updates: NamedTensor[][] = [];
+    const updates: PlainTensor[][] = [];
     for (const backendName of ['cpu', 'wasm']) {
       await tf.setBackend(backendName);
       const learner = new TfjsLearner();
@@ -366,7 +366,7 @@ describe('learner across backends', () => {
       updates.push(learner.getUpdate());
       learner.shutdown();
     }
-    const [cpu, wasm] = updates as [NamedTensor[], NamedTensor[]];
+    const [cpu, wasm] = updates as [PlainTensor[], PlainTensor[]];
     let scale = 0;
     for (const t of cpu) for (const v of t.data) scale = Math.max(scale, Math.abs(v));
     expect(scale).toBeGreaterThan(0);

@@ -5,16 +5,16 @@ import type { LearnerSpec, RecordLayout } from './model-spec.js';
 import { buildModel, modelInputShape } from './models.js';
 import { namedTrainableVariables, type NamedVariable } from './param-names.js';
 
-/** Element types a {@link NamedTensor} may carry. */
-export type NamedTensorDtype = 'float32' | 'int32' | 'bool';
+/** Element types a {@link PlainTensor} may carry. */
+export type PlainTensorDtype = 'float32' | 'int32' | 'bool';
 
 /**
  * A tensor as plain data, ready for the wire: a canonical name, a dtype, a shape and a
  * row-major typed array (`bool` as `Uint8Array`).
  */
-export interface NamedTensor {
+export interface PlainTensor {
   name: string;
-  dtype: NamedTensorDtype;
+  dtype: PlainTensorDtype;
   shape: number[];
   data: Float32Array | Int32Array | Uint8Array;
 }
@@ -45,16 +45,16 @@ export interface EvaluationResult {
 
 /**
  * Anything that trains a model on minibatches, driven by a trainer. Parameters cross the
- * boundary as {@link NamedTensor}s in a fixed order with canonical names, so a learner written
+ * boundary as {@link PlainTensor}s in a fixed order with canonical names, so a learner written
  * in another library or language can be plugged in.
  */
 export interface Learner {
   /** Builds the model from the spec; a second call replaces the first model. */
   initialize(spec: LearnerSpec): Promise<void>;
   /** The current parameters in the fixed order (used by the trainer that initialises the pservers). */
-  getParams(): Promise<NamedTensor[]>;
+  getParams(): Promise<PlainTensor[]>;
   /** Loads the current parameters (all of them) and starts a new update. */
-  setParams(params: NamedTensor[]): void;
+  setParams(params: PlainTensor[]): void;
   /** Trains on one minibatch. */
   train(batch: Batch): Promise<TrainResult>;
   /**
@@ -62,7 +62,7 @@ export interface Learner {
    * every example trained on, or the parameter delta after local steps. Same names and order
    * as `getParams`.
    */
-  getUpdate(): NamedTensor[];
+  getUpdate(): PlainTensor[];
   /** Scores a minibatch without training on it. */
   evaluate(batch: Batch): Promise<EvaluationResult>;
   /** Releases the model and every tensor the learner holds. */
@@ -112,7 +112,7 @@ export class TfjsLearner implements Learner {
   /** delta mode: the parameters when the update started. */
   private startParams: tf.Tensor[] | undefined;
   private samplesInUpdate = 0;
-  private lastUpdate: NamedTensor[] | undefined;
+  private lastUpdate: PlainTensor[] | undefined;
 
   constructor(options: TfjsLearnerOptions = {}) {
     this.mode = options.mode ?? 'gradient';
@@ -146,7 +146,7 @@ export class TfjsLearner implements Learner {
     this.startUpdate();
   }
 
-  async getParams(): Promise<NamedTensor[]> {
+  async getParams(): Promise<PlainTensor[]> {
     const { params } = this.require();
     return Promise.all(
       params.map(async ({ name, variable }) => ({
@@ -158,7 +158,7 @@ export class TfjsLearner implements Learner {
     );
   }
 
-  setParams(params: NamedTensor[]): void {
+  setParams(params: PlainTensor[]): void {
     const built = this.require();
     const byName = new Map(params.map((p) => [p.name, p]));
     if (byName.size !== params.length) {
@@ -223,13 +223,13 @@ export class TfjsLearner implements Learner {
     return { loss, samples: batch.size };
   }
 
-  getUpdate(): NamedTensor[] {
+  getUpdate(): PlainTensor[] {
     const built = this.require();
     if (this.samplesInUpdate === 0) {
       if (this.lastUpdate !== undefined) return this.lastUpdate;
       throw new LearnerStateError('getUpdate called with no train call since setParams');
     }
-    let update: NamedTensor[];
+    let update: PlainTensor[];
     if (this.mode === 'gradient') {
       update = built.params.map(({ name, variable }, i) => ({
         name,

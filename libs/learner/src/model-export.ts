@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileAtomically } from '#libs/file-integrity';
 import { ModelFilesError } from './errors.js';
 
 /** File name of the topology and weights manifest in a saved model directory. */
@@ -32,10 +33,7 @@ export async function saveLayersModel(model: tf.LayersModel, dir: string): Promi
         ...(artifacts.userDefinedMetadata !== undefined ? { userDefinedMetadata: artifacts.userDefinedMetadata } : {}),
       };
       await writeFile(join(dir, WEIGHTS_FILE), new Uint8Array(weights));
-      const jsonPath = join(dir, MODEL_JSON_FILE);
-      const partial = `${jsonPath}.partial`;
-      await writeFile(partial, JSON.stringify(modelJSON));
-      await rename(partial, jsonPath);
+      await writeFileAtomically(join(dir, MODEL_JSON_FILE), JSON.stringify(modelJSON));
       return { modelArtifactsInfo: tf.io.getModelArtifactsInfoForJSON(artifacts) };
     }),
   );

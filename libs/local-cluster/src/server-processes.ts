@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { join } from 'node:path';
+import { sleep } from '#libs/retry';
 
 /** How long to wait for a started server to accept connections. */
 export const SERVER_START_TIMEOUT_MS = 20_000;
@@ -62,7 +63,7 @@ async function waitListening(name: string, port: number, child: ChildProcess, lo
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new ServerStartError(`${name} exited with code ${child.exitCode}: ${log()}`);
     if (await isListening('127.0.0.1', port, 200)) return;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   child.kill('SIGKILL');
   throw new ServerStartError(`${name} did not listen on port ${port} within ${SERVER_START_TIMEOUT_MS} ms: ${log()}`);
@@ -90,9 +91,7 @@ function startProcess(name: string, bin: string, args: string[], port: number, u
     await exited;
     clearTimeout(timer);
   };
-  return started
-    .then(() => waitListening(name, port, child, () => output))
-    .then(() => ({ url, port, child, stop }));
+  return started.then(() => waitListening(name, port, child, () => output)).then(() => ({ url, port, child, stop }));
 }
 
 /** Starts `nats-server` with JetStream storing under `dir`, on `port` (free one if omitted). */
@@ -120,14 +119,22 @@ export async function startRedisServer(opts: { dir: string; port?: number; bin?:
     'redis-server',
     opts.bin ?? 'redis-server',
     [
-      '--port', String(port),
-      '--bind', '127.0.0.1',
-      '--dir', opts.dir,
-      '--appendonly', 'yes',
-      '--appendfsync', 'everysec',
-      '--save', '',
-      '--daemonize', 'no',
-      '--protected-mode', 'yes',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      opts.dir,
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+      '--save',
+      '',
+      '--daemonize',
+      'no',
+      '--protected-mode',
+      'yes',
     ],
     port,
     `redis://127.0.0.1:${port}`,

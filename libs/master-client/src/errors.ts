@@ -13,8 +13,8 @@ export class MasterUnavailableError extends Error {
 }
 
 /** The master does not know the job a request named. */
-export class UnknownJobError extends Error {
-  override readonly name = 'UnknownJobError';
+export class JobUnknownToMasterError extends Error {
+  override readonly name = 'JobUnknownToMasterError';
   constructor(
     readonly jobId: string,
     options?: ErrorOptions,

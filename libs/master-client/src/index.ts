@@ -12,7 +12,7 @@ export {
   RETRY_INITIAL_BACKOFF_MS,
   RETRY_MAX_BACKOFF_MS,
 } from './defaults.js';
-export { InvalidJobIdError, MasterUnavailableError, RequestAbortedError, UnknownJobError } from './errors.js';
+export { InvalidJobIdError, JobUnknownToMasterError, MasterUnavailableError, RequestAbortedError } from './errors.js';
 export { parseTaskMessage } from './task-message.js';
 export { parseJobRecord } from './job-watch.js';
 export { requestUntilReply } from './request-retry.js';

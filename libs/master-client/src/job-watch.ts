@@ -1,5 +1,6 @@
 import type { KV } from '@nats-io/kv';
-import { MalformedMessageError, decodeJsonObject, watchBucket, type JobRecord, type LineLogger } from '#libs/messaging';
+import type { LineLogger } from '#libs/logging';
+import { MalformedMessageError, decodeJsonObject, watchBucket, type JobRecord } from '#libs/messaging';
 
 /** One change of the jobs bucket. */
 export interface JobChange {

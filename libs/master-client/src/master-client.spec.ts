@@ -15,7 +15,7 @@ import {
 } from '#libs/messaging';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { MasterClient } from './master-client.js';
-import { MasterUnavailableError, RequestAbortedError, UnknownJobError } from './errors.js';
+import { MasterUnavailableError, RequestAbortedError, JobUnknownToMasterError } from './errors.js';
 
 const JOB = 'mc-job';
 
@@ -41,6 +41,7 @@ function recordingLogger() {
     lines,
     log: note,
     warn: note,
+    error: note,
     waitFor(match: RegExp): Promise<void> {
       if (lines.some((l) => match.test(l))) return Promise.resolve();
       return new Promise((resolve) => waiters.push({ match, resolve }));
@@ -269,7 +270,7 @@ describe('master client (real NATS)', () => {
       }),
     );
     await expect(client.jobStatus(JOB)).resolves.toMatchObject({ jobId: JOB, state: 'running', epoch: 1 });
-    await expect(client.jobStatus('other')).rejects.toBeInstanceOf(UnknownJobError);
+    await expect(client.jobStatus('other')).rejects.toBeInstanceOf(JobUnknownToMasterError);
   });
 
   it('master client - submit and stop are stored by their streams', async () => {

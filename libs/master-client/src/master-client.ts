@@ -11,7 +11,6 @@ import {
   encodeJson,
   type JobEvent,
   type JobStatusReply,
-  type LineLogger,
   type NatsConnection,
   type StopReason,
   type TaskClaim,
@@ -20,6 +19,8 @@ import {
   type TaskReport,
   type TaskReportReply,
 } from '#libs/messaging';
+import type { LineLogger } from '#libs/logging';
+import { sleep } from '#libs/retry';
 import {
   CLAIM_RETRY_BUDGET_MS,
   MASTER_REQUEST_TIMEOUT_MS,
@@ -27,9 +28,9 @@ import {
   NEXT_TASK_TIMEOUT_MS,
   RETRY_INITIAL_BACKOFF_MS,
 } from './defaults.js';
-import { InvalidJobIdError, MasterUnavailableError, UnknownJobError } from './errors.js';
+import { InvalidJobIdError, JobUnknownToMasterError, MasterUnavailableError } from './errors.js';
 import { watchJobRecords, type JobWatch } from './job-watch.js';
-import { requestUntilReply, sleep } from './request-retry.js';
+import { requestUntilReply } from './request-retry.js';
 import { parseTaskMessage } from './task-message.js';
 
 /** A task this trainer pulled and the master granted it, until `deadlineMs` (epoch ms). */
@@ -86,7 +87,11 @@ export interface EventSubscription extends AsyncIterable<JobEvent> {
   stop(): void;
 }
 
-const CONSOLE_LOGGER: LineLogger = { log: () => undefined, warn: (m) => console.warn(m) };
+const CONSOLE_LOGGER: LineLogger = {
+  log: () => undefined,
+  warn: (m) => console.warn(m),
+  error: (m) => console.error(m),
+};
 const CLAIM_REFUSALS = new Set(['stale', 'stopped', 'full']);
 
 function checkJobId(jobId: string): void {
@@ -205,7 +210,7 @@ export class MasterClient {
 
   /**
    * Asks the master for a job's state and counters.
-   * @throws UnknownJobError when the master does not know the job.
+   * @throws JobUnknownToMasterError when the master does not know the job.
    * @throws MasterUnavailableError when no master answers in time.
    */
   async jobStatus(jobId: string, options: { timeoutMs?: number } = {}): Promise<JobStatusReply> {
@@ -220,7 +225,7 @@ export class MasterClient {
     }
     const obj = decodeJsonObject(subject, data);
     if (typeof obj['error'] === 'string') {
-      if (obj['error'].startsWith('unknown job')) throw new UnknownJobError(jobId);
+      if (obj['error'].startsWith('unknown job')) throw new JobUnknownToMasterError(jobId);
       throw new Error(`status of job ${jobId}: ${obj['error']}`);
     }
     if (typeof obj['state'] !== 'string' || typeof obj['epoch'] !== 'number') {

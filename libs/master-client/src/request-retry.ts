@@ -1,4 +1,5 @@
 import type { NatsConnection } from '#libs/messaging';
+import { retryWithBackoff } from '#libs/retry';
 import { RETRY_INITIAL_BACKOFF_MS, RETRY_MAX_BACKOFF_MS } from './defaults.js';
 import { RequestAbortedError } from './errors.js';
 
@@ -16,20 +17,6 @@ export interface RetryOptions {
   maxBackoffMs?: number;
 }
 
-/** Waits `ms`, or less when `signal` fires. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
-
 /**
  * Sends a request until a reply comes back: after no responder or a timeout it waits (doubling
  * backoff, capped) and tries again, so a master restart loses nothing. Gives up with
@@ -43,26 +30,34 @@ export async function requestUntilReply(
   options: RetryOptions,
 ): Promise<Uint8Array> {
   const started = Date.now();
-  let backoffMs = options.initialBackoffMs ?? RETRY_INITIAL_BACKOFF_MS;
-  const maxBackoffMs = options.maxBackoffMs ?? RETRY_MAX_BACKOFF_MS;
   let attempts = 0;
   let lastError: Error | undefined;
-  for (;;) {
-    if (options.signal?.aborted) throw new RequestAbortedError(subject, attempts, 'aborted', { cause: lastError });
-    if (nc.isClosed()) throw lastError ?? new Error(`connection closed before a request on ${subject}`);
-    attempts += 1;
-    try {
-      const reply = await nc.request(subject, payload, { timeout: options.requestTimeoutMs });
-      return reply.data;
-    } catch (err) {
-      lastError = err as Error;
-      if (nc.isClosed()) throw lastError;
-    }
-    options.onRetry?.(attempts, lastError);
-    if (options.budgetMs !== undefined && Date.now() - started + backoffMs > options.budgetMs) {
-      throw new RequestAbortedError(subject, attempts, 'budget spent', { cause: lastError });
-    }
-    await sleep(backoffMs, options.signal);
-    backoffMs = Math.min(maxBackoffMs, backoffMs * 2);
-  }
+  return retryWithBackoff(
+    async () => {
+      if (options.signal?.aborted) throw new RequestAbortedError(subject, attempts, 'aborted', { cause: lastError });
+      if (nc.isClosed()) throw lastError ?? new Error(`connection closed before a request on ${subject}`);
+      attempts += 1;
+      try {
+        const reply = await nc.request(subject, payload, { timeout: options.requestTimeoutMs });
+        return reply.data;
+      } catch (err) {
+        lastError = err as Error;
+        throw err;
+      }
+    },
+    {
+      initialDelayMs: options.initialBackoffMs ?? RETRY_INITIAL_BACKOFF_MS,
+      maxDelayMs: options.maxBackoffMs ?? RETRY_MAX_BACKOFF_MS,
+      signal: options.signal,
+      shouldRetry: (err, delayMs) => {
+        // Only an unanswered request is tried again: an abort or a closed connection ends it.
+        if (err !== lastError || nc.isClosed()) return false;
+        options.onRetry?.(attempts, err as Error);
+        if (options.budgetMs !== undefined && Date.now() - started + delayMs > options.budgetMs) {
+          throw new RequestAbortedError(subject, attempts, 'budget spent', { cause: lastError });
+        }
+        return true;
+      },
+    },
+  );
 }

@@ -90,7 +90,7 @@ describe('bucket watch', () => {
     const lines: string[] = [];
     const watch = await watchBucket(cutting, {
       key: 'c',
-      logger: { log: (m) => lines.push(m), warn: (m) => lines.push(m) },
+      logger: { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) },
     });
     const { seen, done, waitFor } = collect(watch);
     await waitFor((e) => e.key === 'c' && text(e) === 'c1');

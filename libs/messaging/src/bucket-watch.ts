@@ -1,6 +1,7 @@
 import type { KV, KvWatchEntry, KvWatchOptions } from '@nats-io/kv';
 import { errors } from '@nats-io/transport-node';
-import type { LineLogger } from './nats-connection.js';
+import type { LineLogger } from '#libs/logging';
+import { retryWithBackoff } from '#libs/retry';
 
 /** First delay before a watch that ended by itself is opened again; it doubles up to the max. */
 export const WATCH_REOPEN_MIN_MS = 250;
@@ -22,19 +23,6 @@ export interface BucketWatchOptions {
   logger?: LineLogger;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
 /**
  * Watches a bucket like `kv.watch()` (the current value of each key, then every change), but
  * survives the end of the underlying watch: when the client library ends it (a server restart,
@@ -50,27 +38,35 @@ export async function watchBucket(kv: KV, options: BucketWatchOptions = {}): Pro
   let current: Awaited<ReturnType<KV['watch']>> | undefined = await kv.watch(base);
   let lastRevision = 0;
 
-  async function reopen(): Promise<boolean> {
-    let delayMs = WATCH_REOPEN_MIN_MS;
-    while (!stopping.signal.aborted) {
-      await sleep(delayMs, stopping.signal);
-      if (stopping.signal.aborted) return false;
-      try {
-        const resume = lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {};
-        current = await kv.watch({ ...base, ...resume });
+  function reopen(): Promise<boolean> {
+    return retryWithBackoff(
+      async () => {
+        if (stopping.signal.aborted) return false;
+        try {
+          const resume = lastRevision > 0 ? { resumeFromRevision: lastRevision + 1 } : {};
+          current = await kv.watch({ ...base, ...resume });
+        } catch (err) {
+          if (err instanceof errors.ClosedConnectionError) return false;
+          throw err;
+        }
         if (stopping.signal.aborted) {
           current.stop();
           return false;
         }
         options.logger?.log(`${name} opened again after revision ${lastRevision}`);
         return true;
-      } catch (err) {
-        if (err instanceof errors.ClosedConnectionError) return false;
-        options.logger?.warn(`${name}: opening it again failed (${(err as Error).message}); retrying`);
-        delayMs = Math.min(WATCH_REOPEN_MAX_MS, delayMs * 2);
-      }
-    }
-    return false;
+      },
+      {
+        initialDelayMs: WATCH_REOPEN_MIN_MS,
+        maxDelayMs: WATCH_REOPEN_MAX_MS,
+        signal: stopping.signal,
+        pauseFirst: true,
+        shouldRetry: (err) => {
+          options.logger?.warn(`${name}: opening it again failed (${(err as Error).message}); retrying`);
+          return true;
+        },
+      },
+    );
   }
 
   async function* entries(): AsyncGenerator<KvWatchEntry> {

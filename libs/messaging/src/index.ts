@@ -1,10 +1,10 @@
 export { CONSUMERS, JOB_ID_PATTERN, KV_BUCKETS, STREAMS, SUBJECTS } from './subjects.js';
 export { MalformedMessageError, decodeJsonObject, encodeJson, numberField, stringField } from './json-codec.js';
 export { NATS_RECONNECT_MAX_MS, NATS_RECONNECT_MIN_MS, connectNats } from './nats-connection.js';
-export type { LineLogger, NatsConnection } from './nats-connection.js';
+export type { NatsConnection } from './nats-connection.js';
 export { REDIS_RECONNECT_MAX_MS, REDIS_RECONNECT_MIN_MS, connectRedis } from './redis-connection.js';
 export type { RedisConnection } from './redis-connection.js';
-export { MEMBER_TTL_MS, ensureStreams, ensureTrainerConsumer, openBuckets } from './streams.js';
+export { MEMBERS_BUCKET_TTL_MS, ensureStreams, ensureTrainerConsumer, openBuckets } from './streams.js';
 export type { Buckets } from './streams.js';
 export { publishEvent } from './events.js';
 export { WATCH_REOPEN_MAX_MS, WATCH_REOPEN_MIN_MS, watchBucket } from './bucket-watch.js';

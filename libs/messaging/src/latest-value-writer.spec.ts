@@ -36,7 +36,11 @@ describe('latest value writer', () => {
 
   test('latest value writer - a write that fails while NATS is down lands once it is back', async () => {
     const warnings: string[] = [];
-    const writer = new LatestValueWriter(kv, { log: () => undefined, warn: (m) => warnings.push(m) });
+    const writer = new LatestValueWriter(kv, {
+      log: () => undefined,
+      warn: (m) => warnings.push(m),
+      error: (m) => warnings.push(m),
+    });
     const stopped = servers.nats.stop();
     await stopped;
     await expect(writer.put('r', new TextEncoder().encode('during'))).rejects.toThrow();

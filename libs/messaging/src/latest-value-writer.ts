@@ -1,5 +1,5 @@
 import type { KV } from '@nats-io/kv';
-import type { LineLogger } from './nats-connection.js';
+import type { LineLogger } from '#libs/logging';
 
 /** First delay before a failed write is tried again; it doubles up to the max. */
 export const KV_WRITE_RETRY_MIN_MS = 250;

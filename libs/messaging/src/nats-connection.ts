@@ -1,14 +1,9 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { LineLogger } from '#libs/logging';
 
 /** Delay between reconnect attempts starts here and doubles up to the max. */
 export const NATS_RECONNECT_MIN_MS = 250;
 export const NATS_RECONNECT_MAX_MS = 5000;
-
-/** Something that takes log lines (a Nest `Logger` fits). */
-export interface LineLogger {
-  log(message: string): void;
-  warn(message: string): void;
-}
 
 /**
  * Connects to NATS and keeps reconnecting forever with exponential backoff, logging each

@@ -1,5 +1,5 @@
 import { createClient } from 'redis';
-import type { LineLogger } from './nats-connection.js';
+import type { LineLogger } from '#libs/logging';
 
 /** Backoff bounds for Redis reconnects. */
 export const REDIS_RECONNECT_MIN_MS = 100;

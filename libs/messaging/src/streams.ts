@@ -28,7 +28,7 @@ const STREAM_CONFIGS: (Partial<StreamConfig> & { name: string })[] = [
 ];
 
 /** How long a member's status entry lives without a refresh. */
-export const MEMBER_TTL_MS = 15_000;
+export const MEMBERS_BUCKET_TTL_MS = 15_000;
 
 /** Creates Tributary's streams if they are missing (idempotent; every service may call it). */
 export async function ensureStreams(nc: NatsConnection): Promise<JetStreamManager> {
@@ -73,7 +73,7 @@ export async function openBuckets(nc: NatsConnection): Promise<Buckets> {
   const [pservers, jobs, members] = await Promise.all([
     kvm.create(KV_BUCKETS.pservers, { history: 1 }),
     kvm.create(KV_BUCKETS.jobs, { history: 1 }),
-    kvm.create(KV_BUCKETS.members, { history: 1, ttl: MEMBER_TTL_MS }),
+    kvm.create(KV_BUCKETS.members, { history: 1, ttl: MEMBERS_BUCKET_TTL_MS }),
   ]);
   return { pservers, jobs, members };
 }

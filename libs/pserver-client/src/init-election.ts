@@ -3,7 +3,7 @@ import type { BeginInitReply, ShardMap, TensorInfo } from '#libs/pserver-protoco
 import { PserverTimeoutError, ShardCallError } from './errors.js';
 import { everyShard, splitByShard, type TensorLike } from './shard-fanout.js';
 import type { ShardClients } from './shard-clients.js';
-import { sleep } from './unavailable-retry.js';
+import { sleep } from '#libs/retry';
 
 /** How often `waitInitialized` asks again while another trainer initialises. */
 export const INIT_POLL_MS = 250;

@@ -7,7 +7,7 @@ import {
 } from '@grpc/grpc-js';
 import {
   CLIENT_CHANNEL_OPTIONS,
-  MAX_CHUNK_SIZE_BYTES,
+  TENSOR_CHUNK_SIZE_BYTES,
   ParameterServerClient,
   TensorAssembler,
   tensorParts,
@@ -38,7 +38,7 @@ export interface PserverClientOptions {
   channelOptions?: ChannelOptions;
   /** Deadline of unary calls and pushes. Default `CALL_TIMEOUT_MS`. */
   callTimeoutMs?: number;
-  /** Tensor bytes per streamed message. Default `MAX_CHUNK_SIZE_BYTES`. */
+  /** Tensor bytes per streamed message. Default `TENSOR_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
 }
 
@@ -90,7 +90,7 @@ export class PserverClient {
   ) {
     this.shard = options.shard ?? 0;
     this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS;
-    this.maxChunkBytes = options.maxChunkBytes ?? MAX_CHUNK_SIZE_BYTES;
+    this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.client = new ParameterServerClient(address, credentials.createInsecure(), {
       ...CLIENT_CHANNEL_OPTIONS,
       ...options.channelOptions,

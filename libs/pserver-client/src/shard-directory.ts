@@ -1,5 +1,6 @@
 import type { KV } from '@nats-io/kv';
 import { watchBucket } from '#libs/messaging';
+import { sleep } from '#libs/retry';
 
 /** Prefix of the keys parameter servers register under: `shard-<k>`. */
 export const SHARD_KEY_PREFIX = 'shard-';
@@ -129,7 +130,7 @@ export class KvShardDirectory extends AddressBook {
           break;
         }
         if (Date.now() > deadline) throw new ShardAddressTimeoutError(0, options.timeoutMs ?? ADDRESS_WAIT_MS);
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
     }
     const directory = new KvShardDirectory(shardCount);

@@ -1,5 +1,5 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { status as GrpcStatus } from '@grpc/grpc-js';
+import { retryWithBackoff } from '#libs/retry';
 import { PserverError, PserverUnavailableError, fromServiceError } from './errors.js';
 import { ShardAddressTimeoutError } from './shard-directory.js';
 
@@ -36,21 +36,24 @@ export async function retryWhileAway<T>(
   options: UnavailableRetryOptions,
 ): Promise<T> {
   const deadline = Date.now() + options.retryMs;
-  let pause = UNAVAILABLE_BACKOFF_MS;
-  for (;;) {
-    let e: PserverError;
-    try {
-      return await attempt(Math.min(options.addressWaitMs, Math.max(1, deadline - Date.now())));
-    } catch (err) {
-      e =
-        err instanceof ShardAddressTimeoutError
+  return retryWithBackoff(
+    async () => {
+      try {
+        return await attempt(Math.min(options.addressWaitMs, Math.max(1, deadline - Date.now())));
+      } catch (err) {
+        throw err instanceof ShardAddressTimeoutError
           ? new PserverUnavailableError(err.message, shard, GrpcStatus.UNAVAILABLE, '', { cause: err })
           : fromServiceError(err, shard);
-    }
-    if (!isTransient(e) || Date.now() + pause > deadline || options.signal?.aborted) throw e;
-    await sleep(pause, options.signal);
-    pause = Math.min(pause * 2, UNAVAILABLE_MAX_BACKOFF_MS);
-  }
+      }
+    },
+    {
+      initialDelayMs: UNAVAILABLE_BACKOFF_MS,
+      maxDelayMs: UNAVAILABLE_MAX_BACKOFF_MS,
+      signal: options.signal,
+      shouldRetry: (e, pauseMs) =>
+        isTransient(e as PserverError) && Date.now() + pauseMs <= deadline && !options.signal?.aborted,
+    },
+  );
 }
 
 /**
@@ -60,9 +63,4 @@ export async function retryWhileAway<T>(
 function isTransient(e: PserverError): boolean {
   if (e instanceof PserverUnavailableError) return e.reason === '' || e.reason === 'closing';
   return e.code === GrpcStatus.CANCELLED && e.reason === '';
-}
-
-/** Waits `ms`, or less when `signal` fires. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
 }

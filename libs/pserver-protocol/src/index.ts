@@ -12,7 +12,7 @@ export {
 } from './grpc-options.js';
 export { ShardMap, ShardingError, assignShards } from './sharding.js';
 export {
-  MAX_CHUNK_SIZE_BYTES,
+  TENSOR_CHUNK_SIZE_BYTES,
   MAX_TENSOR_SIZE_BYTES,
   TensorAssembler,
   dataTypeName,

@@ -2,7 +2,7 @@ import { DataType, type Tensor } from '#proto/generated/pserver.js';
 import { MalformedTensorError } from './errors.js';
 
 /** Most tensor bytes one message carries; larger tensors are split into parts. */
-export const MAX_CHUNK_SIZE_BYTES = 1024 * 1024;
+export const TENSOR_CHUNK_SIZE_BYTES = 1024 * 1024;
 /** Largest tensor a receiver assembles (guards against absurd shapes in garbage messages). */
 export const MAX_TENSOR_SIZE_BYTES = 1024 * 1024 * 1024;
 
@@ -80,7 +80,7 @@ export function typedArrayOf(dtype: DataType, bytes: Uint8Array): TensorArray {
  */
 export function* tensorParts(
   tensor: NamedTensor<TensorArray>,
-  maxChunkBytes = MAX_CHUNK_SIZE_BYTES,
+  maxChunkBytes = TENSOR_CHUNK_SIZE_BYTES,
 ): Generator<Tensor> {
   const { name, shape, data } = tensor;
   if (elementCount(shape) !== data.length) {

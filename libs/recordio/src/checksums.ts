@@ -1,10 +1,4 @@
-import zlib from 'node:zlib';
 import CRC32C from 'crc-32/crc32c.js';
-
-/** CRC-32 (IEEE 802.3, as zlib's `crc32`) of `data`, as an unsigned 32-bit integer. */
-export function crc32(data: Uint8Array): number {
-  return zlib.crc32(data) >>> 0;
-}
 
 /** CRC-32C (Castagnoli) of `data`, as an unsigned 32-bit integer. */
 export function crc32c(data: Uint8Array): number {

@@ -3,8 +3,8 @@
  * payload, which is each record's length as uint32 little-endian followed by its bytes.
  */
 import zlib from 'node:zlib';
+import { crc32 } from '#libs/file-integrity';
 import { type ChunkHeader, HEADER_SIZE_BYTES, writeChunkHeader } from './chunk-header.js';
-import { crc32 } from './checksums.js';
 import { Compressor } from './compressor.js';
 import { type ChunkLocation, ChecksumMismatchError, CorruptChunkError } from './errors.js';
 import { decodeSnappyFrames, encodeSnappyFrames } from './snappy-framing.js';

@@ -6,7 +6,7 @@
 export { Compressor, DEFAULT_COMPRESSOR, compressorName, isCompressor, parseCompressor } from './compressor.js';
 export { HEADER_SIZE_BYTES, MAGIC_NUMBER, parseChunkHeader } from './chunk-header.js';
 export { encodeChunk } from './chunk.js';
-export { MAX_CHUNK_SIZE_BYTES, RecordWriter, writeRecordFile } from './record-writer.js';
+export { RECORDIO_MAX_CHUNK_SIZE_BYTES, RecordWriter, writeRecordFile } from './record-writer.js';
 export { loadIndex, readChunk } from './chunk-index.js';
 export { readChunkAt } from './chunk-reader.js';
 export { RangeReader, readRecords } from './range-reader.js';

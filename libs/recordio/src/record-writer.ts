@@ -12,7 +12,7 @@ import { WriterClosedError } from './errors.js';
  * Default chunk size: a new chunk starts when the record bytes of the current one (before
  * compression, not counting length prefixes) would exceed it. The Go package's default.
  */
-export const MAX_CHUNK_SIZE_BYTES = 32 * 1024 * 1024;
+export const RECORDIO_MAX_CHUNK_SIZE_BYTES = 32 * 1024 * 1024;
 
 /** Initial capacity of the buffer a chunk is gathered in; it grows as records arrive. */
 const INITIAL_CHUNK_BUFFER_BYTES = 64 * 1024;
@@ -21,7 +21,7 @@ const INITIAL_CHUNK_BUFFER_BYTES = 64 * 1024;
 export interface RecordWriterOptions {
   /**
    * Most record bytes in one chunk, before compression and without length prefixes; a record
-   * larger than this gets a chunk of its own. Default {@link MAX_CHUNK_SIZE_BYTES} (32 MiB).
+   * larger than this gets a chunk of its own. Default {@link RECORDIO_MAX_CHUNK_SIZE_BYTES} (32 MiB).
    */
   readonly maxChunkSizeBytes?: number;
   /** How chunks are compressed. Default `Compressor.Snappy`, as in the Go package. */
@@ -117,7 +117,7 @@ export class RecordWriter {
 
   /** Opens a writer on `target`: a file path, a file descriptor, or a `Writable`. */
   static async open(target: RecordSink, options: RecordWriterOptions = {}): Promise<RecordWriter> {
-    const maxChunkSizeBytes = options.maxChunkSizeBytes ?? MAX_CHUNK_SIZE_BYTES;
+    const maxChunkSizeBytes = options.maxChunkSizeBytes ?? RECORDIO_MAX_CHUNK_SIZE_BYTES;
     if (!Number.isSafeInteger(maxChunkSizeBytes) || maxChunkSizeBytes < 0) {
       throw new RangeError(`maxChunkSizeBytes must be a non-negative integer, got ${maxChunkSizeBytes}`);
     }

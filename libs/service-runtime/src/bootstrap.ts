@@ -1,11 +1,18 @@
 import 'reflect-metadata';
 import { Logger, type DynamicModule, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { ConfigErrors, logLevelsFrom, makeServiceId, readServiceConfig, type CommonConfig, type EnvSpec } from '#libs/config';
+import {
+  ConfigErrors,
+  logLevelsFrom,
+  makeServiceId,
+  readServiceConfig,
+  type CommonConfig,
+  type EnvSpec,
+} from '#libs/config';
 import { ConnectionsModule } from './connections.module.js';
 
 /** How long a service may take to shut down before it is forced to exit. */
-export const SHUTDOWN_GRACE_MS = 30_000;
+export const SERVICE_SHUTDOWN_TIMEOUT_MS = 30_000;
 
 /** What `bootstrapService` needs to know about a service. */
 export interface ServiceDefinition<T> {
@@ -49,9 +56,9 @@ export async function bootstrapService<T>(def: ServiceDefinition<T>): Promise<IN
     stopping = true;
     logger.log(`${signal} received; shutting down`);
     const force = setTimeout(() => {
-      logger.error(`shutdown took over ${SHUTDOWN_GRACE_MS} ms; exiting`);
+      logger.error(`shutdown took over ${SERVICE_SHUTDOWN_TIMEOUT_MS} ms; exiting`);
       process.exit(1);
-    }, SHUTDOWN_GRACE_MS);
+    }, SERVICE_SHUTDOWN_TIMEOUT_MS);
     force.unref();
     app
       .close()

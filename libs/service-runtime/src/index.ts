@@ -1,5 +1,5 @@
 export { BUCKETS, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_CONFIG } from './tokens.js';
 export { ConnectionsModule } from './connections.module.js';
-export { SHUTDOWN_GRACE_MS, bootstrapService, runService } from './bootstrap.js';
+export { SERVICE_SHUTDOWN_TIMEOUT_MS, bootstrapService, runService } from './bootstrap.js';
 export type { ServiceDefinition } from './bootstrap.js';
 export { MEMBER_REFRESH_MS, MemberBeacon } from './member-beacon.js';

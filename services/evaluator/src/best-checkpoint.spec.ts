@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NamedTensor } from '#libs/learner';
+import type { PlainTensor } from '#libs/learner';
 import {
   BEST_DIR,
   BEST_STATE_FILE,
@@ -13,7 +13,7 @@ import {
   type BestCheckpoint,
 } from './best-checkpoint.js';
 
-const tensorArb: fc.Arbitrary<NamedTensor> = fc.oneof(
+const tensorArb: fc.Arbitrary<PlainTensor> = fc.oneof(
   fc
     .array(fc.float({ noNaN: true }), { maxLength: 40 })
     .map((v) => ({ name: 'w', dtype: 'float32' as const, shape: [v.length], data: Float32Array.from(v) })),
@@ -25,7 +25,7 @@ const tensorArb: fc.Arbitrary<NamedTensor> = fc.oneof(
     .map((v) => ({ name: 'b', dtype: 'bool' as const, shape: [1, v.length], data: Uint8Array.from(v) })),
 );
 
-function checkpoint(params: NamedTensor[], version = 7): BestCheckpoint {
+function checkpoint(params: PlainTensor[], version = 7): BestCheckpoint {
   return {
     jobId: 'job-a',
     startedAt: '2024-01-01T00:00:00.000Z',

@@ -11,9 +11,8 @@
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import zlib from 'node:zlib';
-import type { NamedTensor, NamedTensorDtype } from '#libs/learner';
-import { writeFileAtomically } from './model-export.js';
+import { crc32, writeFileAtomically } from '#libs/file-integrity';
+import type { PlainTensor, PlainTensorDtype } from '#libs/learner';
 import type { PolicyState } from './stop-policy.js';
 
 /** Directory of the checkpoint inside the job's output directory. */
@@ -32,7 +31,7 @@ export interface BestCheckpoint {
   /** Model version of the kept parameters (of `params`); -1 when none were kept. */
   version: number;
   /** The best parameters, when some were kept. */
-  params?: NamedTensor[];
+  params?: PlainTensor[];
 }
 
 /** The checkpoint could not be read back (missing files, wrong size or checksum). */
@@ -58,15 +57,11 @@ interface StateFile {
     file: string;
     bytes: number;
     crc32: number;
-    tensors: { name: string; dtype: NamedTensorDtype; shape: number[]; bytes: number }[];
+    tensors: { name: string; dtype: PlainTensorDtype; shape: number[]; bytes: number }[];
   };
 }
 
 const ARRAYS = { float32: Float32Array, int32: Int32Array, bool: Uint8Array } as const;
-
-function crc32(data: Uint8Array): number {
-  return zlib.crc32(data) >>> 0;
-}
 
 /** The checkpoint directory of a job whose output is `output`. */
 export function bestDir(output: string): string {

@@ -4,7 +4,7 @@
  * so an evaluator started again for the same run carries on from there.
  */
 import type { JobSpec } from '#libs/job-spec';
-import type { NamedTensor } from '#libs/learner';
+import type { PlainTensor } from '#libs/learner';
 import {
   BestCheckpointError,
   loadBestCheckpoint,
@@ -12,14 +12,14 @@ import {
   saveBestCheckpoint,
 } from './best-checkpoint.js';
 import { errorMessage } from './errors.js';
-import type { EvaluatorLogger } from './job-evaluation.js';
+import type { LineLogger } from '#libs/logging';
 import { StopPolicy, type StopDecision } from './stop-policy.js';
 
 /** An evaluated parameter set. */
 export interface Scored {
   version: number;
   value: number;
-  params: NamedTensor[];
+  params: PlainTensor[];
 }
 
 /**
@@ -34,7 +34,7 @@ export class BestSoFar {
 
   constructor(
     private readonly run: { jobId: string; startedAt: string; spec: JobSpec },
-    private readonly logger: EvaluatorLogger,
+    private readonly logger: LineLogger,
   ) {
     this.policy = new StopPolicy(run.spec.stop, run.spec.evaluation.metric);
   }

@@ -4,7 +4,7 @@ import * as tf from '@tensorflow/tfjs';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import { validateJobSpec, type JobSpec } from '#libs/job-spec';
 import { encodeExampleValues as encodeRecord } from '#libs/dataset';
-import { TfjsLearner, loadLayersModelFromDir, selectBackend, type NamedTensor } from '#libs/learner';
+import { TfjsLearner, loadLayersModelFromDir, selectBackend, type PlainTensor } from '#libs/learner';
 import {
   SUBJECTS,
   connectNats,
@@ -18,10 +18,10 @@ import {
   type NatsConnection,
 } from '#libs/messaging';
 import { Compressor, writeRecordFile } from '#libs/recordio';
+import type { LineLogger } from '#libs/logging';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { SnapshotParamsError } from './errors.js';
 import { Evaluator } from './evaluator.js';
-import type { EvaluatorLogger } from './job-evaluation.js';
 import type { SnapshotParamsSource, VersionedParams } from './snapshot-params.js';
 
 const FEATURES = 3;
@@ -46,7 +46,7 @@ function evalRecords(): Uint8Array[] {
  * `scale` times the identity and every bias zero. scale 10 predicts the largest feature (all
  * right); scale 0 predicts class 0 for everything.
  */
-function scaledIdentity(template: NamedTensor[], scale: number): NamedTensor[] {
+function scaledIdentity(template: PlainTensor[], scale: number): PlainTensor[] {
   return template.map((p) => {
     const data = new Float32Array(p.data.length);
     if (p.shape.length === 2 && p.shape[0] === p.shape[1])
@@ -59,9 +59,9 @@ function scaledIdentity(template: NamedTensor[], scale: number): NamedTensor[] {
 class FakeParams implements SnapshotParamsSource {
   readonly loaded: number[] = [];
   current: VersionedParams | undefined;
-  constructor(private readonly byVersion: Map<number, NamedTensor[]>) {}
+  constructor(private readonly byVersion: Map<number, PlainTensor[]>) {}
 
-  async loadSnapshot(spec: JobSpec, version: number): Promise<NamedTensor[]> {
+  async loadSnapshot(spec: JobSpec, version: number): Promise<PlainTensor[]> {
     const params = this.byVersion.get(version);
     if (params === undefined) throw new SnapshotParamsError(spec.id, version, 'no such snapshot');
     this.loaded.push(version);
@@ -77,7 +77,7 @@ class FakeParams implements SnapshotParamsSource {
   async close(): Promise<void> {}
 }
 
-const quietLogger = (): EvaluatorLogger & { lines: string[] } => {
+const quietLogger = (): LineLogger & { lines: string[] } => {
   const lines: string[] = [];
   return {
     lines,
@@ -103,7 +103,7 @@ describe('evaluator', () => {
   let js: JetStreamClient;
   let buckets: Buckets;
   let dir: string;
-  let template: NamedTensor[];
+  let template: PlainTensor[];
   const events: Record<string, unknown>[] = [];
   const stops: { subject: string; body: Record<string, unknown> }[] = [];
   const statusReplies = new Map<string, number>();

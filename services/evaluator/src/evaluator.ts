@@ -12,8 +12,9 @@ import { MasterClient, parseJobRecord } from '#libs/master-client';
 import { watchBucket, type Buckets, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { MemberBeacon } from '#libs/service-runtime';
 import { EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
+import type { LineLogger } from '#libs/logging';
 import { EvaluationSetCache } from './evaluation-set.js';
-import { JobEvaluation, type EvaluatorLogger, type JobActivity } from './job-evaluation.js';
+import { JobEvaluation, type JobActivity } from './job-evaluation.js';
 import { readExportedSummary } from './model-export.js';
 import type { SnapshotParamsSource } from './snapshot-params.js';
 
@@ -51,7 +52,7 @@ export class Evaluator {
     private readonly nc: NatsConnection,
     private readonly buckets: Buckets,
     private readonly params: SnapshotParamsSource,
-    private readonly logger: EvaluatorLogger,
+    private readonly logger: LineLogger,
     private readonly options: EvaluatorOptions,
   ) {
     this.evaluationSets = new EvaluationSetCache({ cwd: options.cwd });

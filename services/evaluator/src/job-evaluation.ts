@@ -7,12 +7,14 @@
  */
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
-import type { NamedTensor } from '#libs/learner';
+import type { PlainTensor } from '#libs/learner';
 import type { MasterClient } from '#libs/master-client';
 import { SUBJECTS, encodeJson, publishEvent, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { BestSoFar, type Scored } from './best-so-far.js';
 import { FINAL_FETCH_EXPIRES_MS, SNAPSHOT_FETCH_EXPIRES_MS, SNAPSHOT_RETRY_DELAY_MS } from './defaults.js';
 import { SnapshotParamsError, errorMessage } from './errors.js';
+import type { LineLogger } from '#libs/logging';
+import { sleep } from '#libs/retry';
 import type { EvaluationSetCache } from './evaluation-set.js';
 import { summarizeRun } from './job-summary.js';
 import { exportModel, writeSummary } from './model-export.js';
@@ -20,13 +22,6 @@ import { Scorer } from './scoring.js';
 import { SnapshotFeed } from './snapshot-feed.js';
 import type { SnapshotParamsSource } from './snapshot-params.js';
 import type { StopDecision } from './stop-policy.js';
-
-/** Where a job's work is logged; a Nest `Logger` fits. */
-export interface EvaluatorLogger {
-  log(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
 
 /** What the evaluator is doing for a job, for its member status. */
 export type JobActivity = 'evaluating' | 'exporting' | 'done';
@@ -40,15 +35,11 @@ export interface JobEvaluationDeps {
   evaluationSets: EvaluationSetCache;
   /** Asks the master for the job's status (samples trained). */
   master: MasterClient;
-  logger: EvaluatorLogger;
+  logger: LineLogger;
   /** How long the status request for the summary waits for the master. */
   statusTimeoutMs: number;
   /** Told when the job's work starts and ends. */
   onActivity?: (jobId: string, activity: JobActivity) => void;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /**
@@ -175,7 +166,7 @@ export class JobEvaluation {
   }
 
   /** Scores `params` on the evaluation set, publishes metrics, and applies the stop policy. */
-  private async evaluate(version: number, params: NamedTensor[]): Promise<void> {
+  private async evaluate(version: number, params: PlainTensor[]): Promise<void> {
     this.deps.onActivity?.(this.jobId, 'evaluating');
     try {
       const { metrics, examples, value } = await this.scorer.score(params);

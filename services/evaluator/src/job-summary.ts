@@ -6,7 +6,7 @@ import type { JobSpec } from '#libs/job-spec';
 import type { MasterClient } from '#libs/master-client';
 import type { JobRecord, JobSummary, StopReason } from '#libs/messaging';
 import { errorMessage } from './errors.js';
-import type { EvaluatorLogger } from './job-evaluation.js';
+import type { LineLogger } from '#libs/logging';
 import type { StopDecision } from './stop-policy.js';
 
 /** What the evaluator knows of a stopped run when it writes the summary. */
@@ -27,7 +27,7 @@ export interface SummarySources {
   master: MasterClient;
   /** How long the status request waits for the master. */
   statusTimeoutMs: number;
-  logger: EvaluatorLogger;
+  logger: LineLogger;
 }
 
 /**

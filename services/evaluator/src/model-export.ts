@@ -6,8 +6,9 @@
  */
 import type * as tf from '@tensorflow/tfjs';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { writeFileAtomically } from '#libs/file-integrity';
 import { MODEL_JSON_FILE, WEIGHTS_FILE, saveLayersModel } from '#libs/learner';
 import type { JobSummary } from '#libs/messaging';
 import { ModelExportError } from './errors.js';
@@ -17,18 +18,6 @@ export const SUMMARY_FILE = 'summary.json';
 
 function scratchName(): string {
   return `.export-${process.pid}-${randomBytes(4).toString('hex')}`;
-}
-
-/** Writes `bytes` to `file` through a temporary file in the same directory and a rename. */
-export async function writeFileAtomically(file: string, bytes: string | Uint8Array): Promise<void> {
-  const temp = `${file}${scratchName()}`;
-  try {
-    await writeFile(temp, bytes);
-    await rename(temp, file);
-  } catch (err) {
-    await rm(temp, { force: true }).catch(() => undefined);
-    throw err;
-  }
 }
 
 /**

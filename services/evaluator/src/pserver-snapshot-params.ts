@@ -1,7 +1,7 @@
 /** The production {@link SnapshotParamsSource}: pulls snapshots from the job's parameter servers. */
 import type { KV } from '@nats-io/kv';
 import type { JobSpec } from '#libs/job-spec';
-import type { NamedTensor } from '#libs/learner';
+import type { PlainTensor } from '#libs/learner';
 import { KvShardDirectory, ShardedPserverClient } from '#libs/pserver-client';
 import { PSERVER_ADDRESS_WAIT_MS, PSERVER_PULL_WAIT_MS } from './defaults.js';
 import { SnapshotParamsError } from './errors.js';
@@ -30,7 +30,7 @@ export class PserverSnapshotParams implements SnapshotParamsSource {
     private readonly evaluatorId: string,
   ) {}
 
-  async loadSnapshot(spec: JobSpec, version: number, manifest: readonly ParamManifestEntry[]): Promise<NamedTensor[]> {
+  async loadSnapshot(spec: JobSpec, version: number, manifest: readonly ParamManifestEntry[]): Promise<PlainTensor[]> {
     try {
       const { client } = await this.clientOf(spec, manifest);
       const pulled = await client.pullParams(0, { snapshotVersion: version, waitMs: PSERVER_PULL_WAIT_MS });

@@ -5,7 +5,7 @@
  */
 import type * as tf from '@tensorflow/tfjs';
 import type { JobSpec } from '#libs/job-spec';
-import { TfjsLearner, namedTrainableVariables, type NamedTensor } from '#libs/learner';
+import { TfjsLearner, namedTrainableVariables, type PlainTensor } from '#libs/learner';
 import type { EvaluationMetrics } from '#libs/messaging';
 import type { EvaluationSetCache } from './evaluation-set.js';
 import type { ParamManifestEntry } from './snapshot-params.js';
@@ -35,7 +35,7 @@ export class Scorer {
    * Runs `params` over the evaluation set.
    * @throws EvaluationSetError when the evaluation files cannot be read.
    */
-  async score(params: NamedTensor[]): Promise<Score> {
+  async score(params: PlainTensor[]): Promise<Score> {
     const set = await this.evaluationSets.get(this.spec);
     const learner = await this.ensureLearner();
     learner.setParams(params);
@@ -61,7 +61,7 @@ export class Scorer {
   }
 
   /** The model holding `params`, to be saved; valid until the next call or {@link release}. */
-  async modelWith(params: NamedTensor[]): Promise<tf.LayersModel> {
+  async modelWith(params: PlainTensor[]): Promise<tf.LayersModel> {
     const learner = await this.ensureLearner();
     learner.setParams(params);
     return learner.model;

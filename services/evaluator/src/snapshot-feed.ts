@@ -16,7 +16,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
-import type { NamedTensor } from '#libs/learner';
+import type { PlainTensor } from '#libs/learner';
 import { CONSUMERS, STREAMS, SUBJECTS } from '#libs/messaging';
 import {
   SNAPSHOT_ACK_WAIT_MS,
@@ -25,7 +25,7 @@ import {
   SNAPSHOT_START_MARGIN_MS,
 } from './defaults.js';
 import { errorMessage } from './errors.js';
-import type { EvaluatorLogger } from './job-evaluation.js';
+import type { LineLogger } from '#libs/logging';
 import type { ParamManifestEntry, SnapshotParamsSource, VersionedParams } from './snapshot-params.js';
 import { SnapshotTracker, parseSnapshotNotice } from './snapshot-tracker.js';
 
@@ -34,7 +34,7 @@ export interface SnapshotFeedDeps {
   js: JetStreamClient;
   jsm: JetStreamManager;
   params: SnapshotParamsSource;
-  logger: EvaluatorLogger;
+  logger: LineLogger;
   /** The model's parameters (names and shapes, in order), as the shards are asked for them. */
   manifest: () => Promise<ParamManifestEntry[]>;
 }
@@ -130,7 +130,7 @@ export class SnapshotFeed {
    * The parameters of snapshot `version` from every shard.
    * @throws SnapshotParamsError when they cannot be had.
    */
-  async loadSnapshot(version: number): Promise<NamedTensor[]> {
+  async loadSnapshot(version: number): Promise<PlainTensor[]> {
     return this.deps.params.loadSnapshot(this.run.spec, version, await this.deps.manifest());
   }
 

@@ -3,7 +3,7 @@
  * (`pserver-snapshot-params.ts`); tests feed parameters directly.
  */
 import type { JobSpec } from '#libs/job-spec';
-import type { NamedTensor } from '#libs/learner';
+import type { PlainTensor } from '#libs/learner';
 
 /** Name and shape of one model parameter, in the learner's fixed order. */
 export interface ParamManifestEntry {
@@ -14,7 +14,7 @@ export interface ParamManifestEntry {
 /** Parameters of one model version, all shards merged. */
 export interface VersionedParams {
   version: number;
-  params: NamedTensor[];
+  params: PlainTensor[];
 }
 
 /** Loads the parameters of a job's snapshots. */
@@ -24,7 +24,7 @@ export interface SnapshotParamsSource {
    * model's parameters (what the shards are asked for and how they are split).
    * @throws SnapshotParamsError when they cannot be had (a shard is gone or dropped the snapshot).
    */
-  loadSnapshot(spec: JobSpec, version: number, manifest: readonly ParamManifestEntry[]): Promise<NamedTensor[]>;
+  loadSnapshot(spec: JobSpec, version: number, manifest: readonly ParamManifestEntry[]): Promise<PlainTensor[]>;
   /**
    * The newest parameters of the job and their version; used to export a job that stopped
    * before any snapshot was evaluated.

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { CENSUS_WAIT_TICKS, DispatchLoop } from './dispatch-loop.js';
-import type { JobDirectory } from './job-directory.js';
-import type { JobRunner } from './job-runner.js';
+import type { JobRoster } from './job-roster.js';
+import type { JobDriver } from './job-driver.js';
 import type { TrainerCensus } from './trainer-census.js';
 
 const TICK_MS = 10;
@@ -17,7 +17,7 @@ function fakeRunner(jobId: string, hang = false) {
       return hang ? new Promise<void>(() => undefined) : Promise.resolve();
     },
   };
-  return { runner: runner as unknown as JobRunner, ticks };
+  return { runner: runner as unknown as JobDriver, ticks };
 }
 
 /** A census whose refresh never answers (a listing stuck on a NATS restart), last count `last`. */
@@ -25,8 +25,8 @@ function stuckCensus(last: number) {
   return { refresh: () => new Promise<number>(() => undefined), count: () => last } as unknown as TrainerCensus;
 }
 
-function loop(runners: JobRunner[], census: TrainerCensus): DispatchLoop {
-  const directory = { running: () => runners } as unknown as JobDirectory;
+function loop(runners: JobDriver[], census: TrainerCensus): DispatchLoop {
+  const directory = { running: () => runners } as unknown as JobRoster;
   return new DispatchLoop(directory, census, { tickMs: TICK_MS });
 }
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { MasterConfig } from './master-config.js';
-import { JobDirectory } from './job-directory.js';
-import type { JobRunner } from './job-runner.js';
+import { JobRoster } from './job-roster.js';
+import type { JobDriver } from './job-driver.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 import { TrainerCensus } from './trainer-census.js';
@@ -31,10 +31,10 @@ export class DispatchLoop implements LeaderDuty {
   /** The trainer count in flight, if any; at most one at a time. */
   private counting: Promise<number> | undefined;
   /** Each job's tick in flight. */
-  private readonly jobTicks = new Map<JobRunner, Promise<void>>();
+  private readonly jobTicks = new Map<JobDriver, Promise<void>>();
 
   constructor(
-    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(TrainerCensus) private readonly census: TrainerCensus,
     @Inject(MASTER_SETTINGS) private readonly settings: Pick<MasterConfig, 'tickMs'>,
   ) {}
@@ -56,13 +56,13 @@ export class DispatchLoop implements LeaderDuty {
     if (this.pass !== undefined) return;
     this.pass = (async () => {
       const trainers = await this.countTrainers();
-      for (const runner of this.directory.running()) this.tickJob(runner, trainers);
+      for (const runner of this.roster.running()) this.tickJob(runner, trainers);
     })().finally(() => {
       this.pass = undefined;
     });
   }
 
-  private tickJob(runner: JobRunner, trainers: number): void {
+  private tickJob(runner: JobDriver, trainers: number): void {
     if (this.jobTicks.has(runner)) return;
     const ticking = runner
       .tick(trainers)

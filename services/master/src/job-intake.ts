@@ -8,8 +8,8 @@ import type { CommonConfig } from '#libs/config';
 import { DurablePull } from './durable-pull.js';
 import { EmptyDatasetError } from './errors.js';
 import { JobChannels } from './job-channels.js';
-import { JobDirectory } from './job-directory.js';
-import { queueOptions, type JobRunner } from './job-runner.js';
+import { JobRoster } from './job-roster.js';
+import { queueOptions, type JobDriver } from './job-driver.js';
 import type { LeaderDuty } from './leader-duty.js';
 import type { StoredJob } from './job-store.js';
 import type { MasterConfig } from './master-config.js';
@@ -25,7 +25,7 @@ export const INVALID_JOB_ID = 'invalid';
  * files, cuts them into tasks, persists the job, then announces it (jobs bucket entry, trainers'
  * consumer, `started` event) and acks. A refused spec gets a `failed` event naming the field and
  * changes nothing. A spec redelivered after a crash or a lost Redis reply (same stream sequence
- * as the stored job) is recognised: the stored job is run, if no runner has it, and announced
+ * as the stored job) is recognised: the stored job is run, if no driver has it, and announced
  * again. Only the leader takes specs.
  */
 @Injectable()
@@ -35,7 +35,7 @@ export class JobIntake implements LeaderDuty {
 
   constructor(
     @Inject(JETSTREAM_MANAGER) jsm: JetStreamManager,
-    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(JobChannels) private readonly channels: JobChannels,
     @Inject(MASTER_SETTINGS) private readonly settings: CommonConfig & MasterConfig,
   ) {
@@ -72,12 +72,12 @@ export class JobIntake implements LeaderDuty {
     const existing = await this.channels.store.submission(jobId);
     if (existing !== undefined && existing.submitSeq === msg.seq) {
       // Taken before: a crash cut the announcement short (or the ack), or Redis applied the
-      // creation but its reply was lost. Drive the stored job if no runner does, and announce it.
+      // creation but its reply was lost. Drive the stored job if no driver does, and announce it.
       const stored = await this.channels.store.load(jobId);
       if (stored !== undefined && stored.submitSeq === msg.seq) {
         this.logger.log(`spec of job ${jobId} (message #${msg.seq}) delivered again; it is already stored`);
-        const runner = this.directory.adopt(stored);
-        if (runner.running) await this.announce(runner);
+        const driver = this.roster.adopt(stored);
+        if (driver.running) await this.announce(driver);
         return;
       }
     }
@@ -101,11 +101,11 @@ export class JobIntake implements LeaderDuty {
     const job: StoredJob = { spec, plan, submitSeq: msg.seq, queue: queue.snapshot() };
     // Messages an earlier job of the same id left in the tasks stream must not reach trainers.
     if (existing !== undefined) await this.channels.purgeTasks(jobId);
-    const runner = await this.directory.add(job);
+    const driver = await this.roster.add(job);
     this.logger.log(
       `job ${jobId}: ${index.totalRecords} records in ${index.totalChunks} chunks of ${index.files.length} files, ${plan.length} tasks`,
     );
-    await this.announce(runner);
+    await this.announce(driver);
   }
 
   private async index(spec: JobSpec): Promise<MultiFileIndex> {
@@ -114,16 +114,16 @@ export class JobIntake implements LeaderDuty {
     return index;
   }
 
-  private async announce(runner: JobRunner): Promise<void> {
-    await this.channels.ensureTrainerConsumer(runner.jobId);
-    await runner.publishRecord();
-    const status = runner.status();
+  private async announce(driver: JobDriver): Promise<void> {
+    await this.channels.ensureTrainerConsumer(driver.jobId);
+    await driver.publishRecord();
+    const status = driver.status();
     this.channels.publishEvent({
       type: 'started',
-      jobId: runner.jobId,
+      jobId: driver.jobId,
       epoch: status.epoch,
       tasksPerEpoch: status.tasks.total,
-      records: runner.plan.reduce((sum, t) => sum + t.records, 0),
+      records: driver.plan.reduce((sum, t) => sum + t.records, 0),
     });
   }
 

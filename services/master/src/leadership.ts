@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import type { LineLogger } from '#libs/logging';
 import type { LeaderLease, LeaseAttempt } from './leader-lease.js';
 
 /** Share of the lease TTL a holder counts on after sending a renewal: the rest covers clock drift and delays. */
@@ -25,18 +26,11 @@ export interface LeaderDuties {
   leaveOffice(reason: string): Promise<void>;
 }
 
-/** Where the leadership logs its transitions. */
-export interface LeadershipLogger {
-  log(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
-
 /** Options of a `Leadership`. */
 export interface LeadershipOptions {
   /** Who this is in log lines, e.g. `master master-0`. */
   name: string;
-  logger: LeadershipLogger;
+  logger: LineLogger;
   /** How often the lease is renewed (leader) or tried (standby); default a third of the TTL. */
   renewEveryMs?: number;
 }
@@ -53,7 +47,7 @@ export interface LeadershipOptions {
  */
 export class Leadership {
   private readonly name: string;
-  private readonly logger: LeadershipLogger;
+  private readonly logger: LineLogger;
   private readonly renewEveryMs: number;
   private duties: LeaderDuties | undefined;
   /** The token of the lease held now. */

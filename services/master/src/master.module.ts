@@ -5,7 +5,7 @@ import type { NatsConnection, RedisConnection } from '#libs/messaging';
 import { NATS_CONNECTION, REDIS_CONNECTION } from '#libs/service-runtime';
 import { DispatchLoop } from './dispatch-loop.js';
 import { JobChannels } from './job-channels.js';
-import { JobDirectory } from './job-directory.js';
+import { JobRoster } from './job-roster.js';
 import { JobIntake } from './job-intake.js';
 import { JobStore } from './job-store.js';
 import type { LeaderDuty } from './leader-duty.js';
@@ -24,7 +24,7 @@ import { TrainerCensus } from './trainer-census.js';
  * The leader's duties, in the order they start on taking office: jobs reloaded from Redis,
  * status, claims and reports, dispatch, stop messages, new specs, and last the `leader` presence.
  */
-const DUTIES = [JobDirectory, StatusResponder, TaskExchange, DispatchLoop, StopControl, JobIntake, MasterPresence];
+const DUTIES = [JobRoster, StatusResponder, TaskExchange, DispatchLoop, StopControl, JobIntake, MasterPresence];
 
 /**
  * Wires the master: leader lease and office, job intake, task dispatch, claims and reports,

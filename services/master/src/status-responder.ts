@@ -3,7 +3,7 @@ import type { Subscription } from '@nats-io/transport-node';
 import { SUBJECTS, decodeJsonObject, type EvaluationMetrics, type NatsConnection } from '#libs/messaging';
 import { NATS_CONNECTION } from '#libs/service-runtime';
 import { JobChannels } from './job-channels.js';
-import { JobDirectory } from './job-directory.js';
+import { JobRoster } from './job-roster.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { serveRequests, type Responder } from './request-handling.js';
 import { jobIdFromSubject } from './trainer-requests.js';
@@ -20,7 +20,7 @@ export class StatusResponder implements LeaderDuty {
 
   constructor(
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
-    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(JobChannels) private readonly channels: JobChannels,
   ) {}
 
@@ -33,7 +33,7 @@ export class StatusResponder implements LeaderDuty {
       () => this.channels.holdsLease(),
       async (msg) => {
         const jobId = jobIdFromSubject(msg.subject);
-        return this.directory.get(jobId)?.status() ?? { error: `unknown job ${jobId}` };
+        return this.roster.get(jobId)?.status() ?? { error: `unknown job ${jobId}` };
       },
     );
     this.events = this.nc.subscribe(SUBJECTS.allEvents, {
@@ -42,10 +42,10 @@ export class StatusResponder implements LeaderDuty {
         try {
           const event = decodeJsonObject(msg.subject, msg.data);
           if (event['type'] !== 'metrics') return;
-          const runner = this.directory.get(jobIdFromSubject(msg.subject));
+          const driver = this.roster.get(jobIdFromSubject(msg.subject));
           const metrics = event['metrics'];
-          if (runner && metrics !== null && typeof metrics === 'object')
-            runner.lastMetrics = metrics as EvaluationMetrics;
+          if (driver && metrics !== null && typeof metrics === 'object')
+            driver.lastMetrics = metrics as EvaluationMetrics;
         } catch (error) {
           this.logger.warn(`ignoring an event: ${(error as Error).message}`);
         }

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { CONSUMERS, STREAMS } from '#libs/messaging';
 import { DurablePull } from './durable-pull.js';
-import { JobDirectory } from './job-directory.js';
+import { JobRoster } from './job-roster.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { JETSTREAM_MANAGER } from './master-tokens.js';
 import { parseStopRequest } from './stop-request.js';
@@ -21,7 +21,7 @@ export class StopControl implements LeaderDuty {
 
   constructor(
     @Inject(JETSTREAM_MANAGER) jsm: JetStreamManager,
-    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobRoster) private readonly roster: JobRoster,
   ) {
     this.pull = new DurablePull(jsm, STREAMS.control.name, CONSUMERS.masterControl, this.logger);
   }
@@ -46,10 +46,10 @@ export class StopControl implements LeaderDuty {
     const request = parseStopRequest(msg.data);
     if (request.detail?.startsWith('stop body was not'))
       this.logger.warn(`stop message on ${msg.subject}: ${request.detail}`);
-    const runner = this.directory.get(jobId);
-    if (runner === undefined) {
+    const driver = this.roster.get(jobId);
+    if (driver === undefined) {
       this.logger.warn(`stop message on ${msg.subject} for unknown job ${jobId}; ignored`);
-    } else if (!(await runner.stop(request.reason, request.detail))) {
+    } else if (!(await driver.stop(request.reason, request.detail))) {
       this.logger.log(`job ${jobId} already stopped; stop (${request.reason}) ignored`);
     }
     msg.ack();

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { MalformedMessageError, SUBJECTS, type NatsConnection } from '#libs/messaging';
 import { NATS_CONNECTION } from '#libs/service-runtime';
 import { JobChannels } from './job-channels.js';
-import { JobDirectory } from './job-directory.js';
+import { JobRoster } from './job-roster.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { serveRequests, type Responder } from './request-handling.js';
 import { parseTaskClaim, parseTaskReport } from './trainer-requests.js';
@@ -15,7 +15,7 @@ export class TaskExchange implements LeaderDuty {
 
   constructor(
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
-    @Inject(JobDirectory) private readonly directory: JobDirectory,
+    @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(JobChannels) private readonly channels: JobChannels,
   ) {}
 
@@ -25,11 +25,11 @@ export class TaskExchange implements LeaderDuty {
     this.responders = [
       serveRequests(this.nc, SUBJECTS.allTaskClaims, this.logger, leading, async (msg) => {
         const claim = parseTaskClaim(msg.subject, msg.data);
-        return this.runner(msg.subject, claim.jobId).claim(claim);
+        return this.driver(msg.subject, claim.jobId).claim(claim);
       }),
       serveRequests(this.nc, SUBJECTS.allTaskReports, this.logger, leading, async (msg) => {
         const report = parseTaskReport(msg.subject, msg.data);
-        return this.runner(msg.subject, report.jobId).report(report);
+        return this.driver(msg.subject, report.jobId).report(report);
       }),
     ];
   }
@@ -43,9 +43,9 @@ export class TaskExchange implements LeaderDuty {
     this.responders = [];
   }
 
-  private runner(subject: string, jobId: string) {
-    const runner = this.directory.get(jobId);
-    if (runner === undefined) throw new MalformedMessageError(subject, `unknown job ${jobId}`);
-    return runner;
+  private driver(subject: string, jobId: string) {
+    const driver = this.roster.get(jobId);
+    if (driver === undefined) throw new MalformedMessageError(subject, `unknown job ${jobId}`);
+    return driver;
   }
 }

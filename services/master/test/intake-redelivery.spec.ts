@@ -18,9 +18,9 @@ import {
 import { indexFiles } from '#libs/recordio';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { JobChannels } from '../src/job-channels.js';
-import { JobDirectory } from '../src/job-directory.js';
+import { JobRoster } from '../src/job-roster.js';
 import { JobIntake } from '../src/job-intake.js';
-import { queueOptions } from '../src/job-runner.js';
+import { queueOptions } from '../src/job-driver.js';
 import { JobStore } from '../src/job-store.js';
 import type { Leadership } from '../src/leadership.js';
 import type { MasterConfig } from '../src/master-config.js';
@@ -35,7 +35,7 @@ describe('intake redelivery', () => {
   let buckets: Buckets;
   let log: EventLog;
   let store: JobStore;
-  let directory: JobDirectory;
+  let roster: JobRoster;
   let intake: JobIntake;
   let data: string;
 
@@ -53,14 +53,14 @@ describe('intake redelivery', () => {
     const settings = { durationWindow: 20 } as unknown as CommonConfig & MasterConfig;
     store = new JobStore(redis, 'redelivery');
     const channels = new JobChannels(nc, buckets, jsm, store, {} as Leadership);
-    directory = new JobDirectory(channels, settings);
-    intake = new JobIntake(jsm, directory, channels, settings);
+    roster = new JobRoster(channels, settings);
+    intake = new JobIntake(jsm, roster, channels, settings);
   });
 
   afterAll(async () => {
     log?.stop();
     await intake?.leaveOffice();
-    await directory?.leaveOffice();
+    await roster?.leaveOffice();
     await nc?.close();
     await redis?.close();
     await servers?.stop();
@@ -68,7 +68,7 @@ describe('intake redelivery', () => {
 
   test('intake redelivery - a spec whose creation Redis applied without a reply is run, not refused', async () => {
     // The spec waits in the jobs stream while this master already leads with no job.
-    await directory.takeOffice('1:master-a:x');
+    await roster.takeOffice('1:master-a:x');
     const raw = jobSpec('lost-reply', data);
     const ack = await jetstream(nc).publish(SUBJECTS.submit, encodeJson(raw));
     // Redis applied the creation from that message, but the master never heard back.
@@ -79,16 +79,16 @@ describe('intake redelivery', () => {
       queueOptions(spec, 20),
     );
     await store.create({ spec, plan, submitSeq: ack.seq, queue: queue.snapshot() });
-    expect(directory.get(spec.id)).toBeUndefined();
+    expect(roster.get(spec.id)).toBeUndefined();
 
     await intake.takeOffice();
 
     const started = await log.waitFor(spec.id, 'started');
     expect(started).toMatchObject({ epoch: 0, tasksPerEpoch: plan.length });
     expect(log.of(spec.id, 'failed')).toEqual([]);
-    const runner = directory.get(spec.id);
-    expect(runner?.running).toBe(true);
-    expect(runner?.runId).toBe('r1');
+    const driver = roster.get(spec.id);
+    expect(driver?.running).toBe(true);
+    expect(driver?.runId).toBe('r1');
     const entry = await eventually('the jobs-bucket entry', async () => (await buckets.jobs.get(spec.id)) ?? undefined);
     expect(decodeJsonObject(spec.id, entry.value)).toMatchObject({ jobId: spec.id, state: 'running', epoch: 0 });
   });

@@ -17,7 +17,7 @@ import { restartServer } from '../../../test/support/server-restart.js';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { NotInOfficeError } from '../src/errors.js';
 import { JobChannels } from '../src/job-channels.js';
-import { JobDirectory } from '../src/job-directory.js';
+import { JobRoster } from '../src/job-roster.js';
 import { JobStore } from '../src/job-store.js';
 import type { Leadership } from '../src/leadership.js';
 import type { MasterConfig } from '../src/master-config.js';
@@ -33,7 +33,7 @@ describe('job records', () => {
   let redis: RedisConnection;
   let buckets: Buckets;
   let channels: JobChannels;
-  let directory: JobDirectory;
+  let roster: JobRoster;
 
   beforeAll(async () => {
     Logger.overrideLogger(['error']);
@@ -43,7 +43,7 @@ describe('job records', () => {
     buckets = await openBuckets(nc);
     const store = new JobStore(redis, 'records');
     channels = new JobChannels(nc, buckets, await jetstreamManager(nc), store, {} as Leadership);
-    directory = new JobDirectory(channels, { durationWindow: 20 } as unknown as CommonConfig & MasterConfig);
+    roster = new JobRoster(channels, { durationWindow: 20 } as unknown as CommonConfig & MasterConfig);
   });
 
   afterAll(async () => {
@@ -59,7 +59,7 @@ describe('job records', () => {
   };
 
   test('job records - an entry whose write failed while NATS was down lands once it is back', async () => {
-    await directory.takeOffice('1:master-a:x');
+    await roster.takeOffice('1:master-a:x');
     await servers.nats.stop();
     await expect(channels.putRecord(record('a', 'stopped', 2))).rejects.toThrow();
     await restartServer(servers, 'nats', { downMs: 0 });
@@ -73,17 +73,17 @@ describe('job records', () => {
       30_000,
     );
     expect(entry).toBe('stopped');
-    await directory.leaveOffice();
+    await roster.leaveOffice();
   });
 
   test('job records - writes not landed when the master leaves office are dropped, never overwriting a newer leader', async () => {
-    await directory.takeOffice('2:master-a:y');
+    await roster.takeOffice('2:master-a:y');
     await servers.nats.stop();
     await expect(channels.putRecord(record('b', 'running', 3))).rejects.toThrow();
     const closeRecords = channels.closeRecords.bind(channels);
     const dropped: string[][] = [];
     channels.closeRecords = () => dropped[dropped.push(closeRecords()) - 1];
-    await directory.leaveOffice();
+    await roster.leaveOffice();
     channels.closeRecords = closeRecords;
     // Leaving office dropped the entry still being retried: nothing will try it again.
     expect(dropped).toEqual([['b']]);
@@ -96,10 +96,10 @@ describe('job records', () => {
         () => undefined,
       ),
     );
-    await directory.takeOffice('4:master-a:z');
+    await roster.takeOffice('4:master-a:z');
     await channels.putRecord(record('c', 'running', 0));
     expect((await stored('c'))?.['state']).toBe('running');
     expect(await stored('b')).toMatchObject({ state: 'stopped', epoch: 5 });
-    await directory.leaveOffice();
+    await roster.leaveOffice();
   });
 });

@@ -23,6 +23,7 @@ import {
 } from '#libs/messaging';
 import { Compressor, RecordWriter } from '#libs/recordio';
 import { ConnectionsModule } from '#libs/service-runtime';
+import { sleep } from '#libs/retry';
 import { MASTER_CONFIG } from '../src/master-config.js';
 import { MasterModule } from '../src/master.module.js';
 
@@ -95,7 +96,7 @@ export async function eventually<T>(
     const value = await check();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 
@@ -240,7 +241,7 @@ export class FakeTrainer {
         return decodeJsonObject(subject, reply.data);
       } catch (err) {
         if (Date.now() >= giveUpAt) throw err;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
   }

@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, readdir, rename, unlink } from 'node:fs/promises';
+import { mkdir, readFile, readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import zlib from 'node:zlib';
+import { crc32, writeFileAtomically } from '#libs/file-integrity';
 import { CheckpointError } from './errors.js';
 
 /**
@@ -78,11 +77,6 @@ interface Header {
   specJson: string;
   optimizer: string;
   tensors: { name: string; shape: number[]; elements: number; slots: number }[];
-}
-
-/** CRC-32 (IEEE) of `data`. */
-export function crc32(data: Uint8Array): number {
-  return zlib.crc32(data) >>> 0;
 }
 
 /** The data file name of a version. */
@@ -177,28 +171,6 @@ export function decodeCheckpoint(bytes: Uint8Array, source: string): CheckpointD
   };
 }
 
-async function writeDurably(dir: string, name: string, data: Uint8Array): Promise<void> {
-  const tmp = join(dir, `${name}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
-  const fh = await open(tmp, 'w');
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, join(dir, name));
-  await syncDirectory(dir);
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  const dh = await open(dir, 'r');
-  try {
-    await dh.sync();
-  } finally {
-    await dh.close();
-  }
-}
-
 async function readMetadata(dir: string): Promise<CheckpointMetadata | undefined> {
   let text: string;
   try {
@@ -226,7 +198,7 @@ export async function writeCheckpoint(
   await mkdir(dir, { recursive: true });
   const bytes = encodeCheckpoint(data);
   const file = checkpointFileName(data.version);
-  await writeDurably(dir, file, bytes);
+  await writeFileAtomically(join(dir, file), bytes, { durable: true });
   const record: CheckpointRecord = {
     version: data.version,
     file,
@@ -251,7 +223,9 @@ export async function writeCheckpoint(
   }
   const previous = older.filter((r) => r.file !== file).slice(0, Math.max(1, keep) - 1);
   const meta: CheckpointMetadata = { format: FORMAT, ...record, previous };
-  await writeDurably(dir, CHECKPOINT_METADATA_FILE, Buffer.from(`${JSON.stringify(meta, null, 2)}\n`));
+  await writeFileAtomically(join(dir, CHECKPOINT_METADATA_FILE), Buffer.from(`${JSON.stringify(meta, null, 2)}\n`), {
+    durable: true,
+  });
   // Only now that the metadata names the new file may older ones go.
   const kept = new Set([file, ...previous.map((r) => r.file)]);
   for (const name of await readdir(dir)) {

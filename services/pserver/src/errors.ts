@@ -71,8 +71,8 @@ export class InvalidRequestError extends ShardError {
 }
 
 /** The shard has never heard of the job and has no checkpoint of it. */
-export class UnknownJobError extends ShardError {
-  override readonly name = 'UnknownJobError';
+export class JobUnknownToShardError extends ShardError {
+  override readonly name = 'JobUnknownToShardError';
   readonly reason = 'unknown-job';
 
   constructor(

@@ -12,7 +12,7 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { SHARD_VERSION_METADATA_KEY } from '#libs/pserver-protocol';
-import { startShards, type RunningShard } from './in-process-shards.js';
+import { startShards, type RunningShard } from '../test/in-process-shards.js';
 
 const LR = 0.5;
 const SPEC = JSON.stringify({ optimizer: { type: 'sgd', learningRate: LR }, evaluation: { everySteps: 2 } });

@@ -13,7 +13,7 @@ import {
 import {
   ERROR_REASON_METADATA_KEY,
   FLOW_CONTROL_WINDOW_BYTES,
-  MAX_CHUNK_SIZE_BYTES,
+  TENSOR_CHUNK_SIZE_BYTES,
   MalformedTensorError,
   ParameterServerService,
   SERVER_CHANNEL_OPTIONS,
@@ -28,12 +28,13 @@ import {
   type PushChunk,
   type PushReply,
 } from '#libs/pserver-protocol';
+import type { LineLogger } from '#libs/logging';
 import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
 import type { JobShard } from './job-shard.js';
-import type { ParameterShard, ShardLogger } from './parameter-shard.js';
+import type { ParameterShard } from './parameter-shard.js';
 
 /** How long `stop` lets calls in flight finish before cutting them off. */
-export const SHUTDOWN_GRACE_MS = 5_000;
+export const GRPC_SHUTDOWN_GRACE_MS = 5_000;
 
 const REASON_CODES: Record<ShardErrorReason, GrpcStatus> = {
   'stale-gradient': GrpcStatus.FAILED_PRECONDITION,
@@ -55,8 +56,8 @@ export interface PserverGrpcServerOptions {
   host: string;
   /** 0 picks a free port. */
   port: number;
-  logger?: ShardLogger;
-  /** Tensor bytes per streamed message in pulls. Default `MAX_CHUNK_SIZE_BYTES`. */
+  logger?: LineLogger;
+  /** Tensor bytes per streamed message in pulls. Default `TENSOR_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
 }
 
@@ -67,7 +68,7 @@ export interface PserverGrpcServerOptions {
  */
 export class PserverGrpcServer {
   private readonly server = new Server(SERVER_CHANNEL_OPTIONS);
-  private readonly logger?: ShardLogger;
+  private readonly logger?: LineLogger;
   private readonly maxChunkBytes: number;
   private bound?: { host: string; port: number };
 
@@ -76,7 +77,7 @@ export class PserverGrpcServer {
     private readonly options: PserverGrpcServerOptions,
   ) {
     this.logger = options.logger;
-    this.maxChunkBytes = options.maxChunkBytes ?? MAX_CHUNK_SIZE_BYTES;
+    this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.server.addService(ParameterServerService, this.handlers());
   }
 
@@ -98,7 +99,7 @@ export class PserverGrpcServer {
   }
 
   /** Stops accepting calls, lets calls in flight finish for up to `graceMs`, then cuts them. */
-  async stop(graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
+  async stop(graceMs = GRPC_SHUTDOWN_GRACE_MS): Promise<void> {
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
         this.server.forceShutdown();

@@ -11,9 +11,10 @@ import {
   type NatsConnection,
 } from '#libs/messaging';
 import { DataType } from '#libs/pserver-protocol';
-import { UnknownJobError } from './errors.js';
+import { JobUnknownToShardError } from './errors.js';
+import type { LineLogger } from '#libs/logging';
 import { JobLifecycle } from './job-lifecycle.js';
-import { ParameterShard, type ShardLogger } from './parameter-shard.js';
+import { ParameterShard } from './parameter-shard.js';
 
 const PARAMS = [{ name: 'w', dtype: DataType.FLOAT32, shape: [2] }];
 const SPEC = JSON.stringify({ optimizer: { type: 'sgd', learningRate: 0.5 }, checkpoint: { everySteps: 1000 } });
@@ -23,7 +24,7 @@ let nats: ServerProcess;
 let nc: NatsConnection;
 let buckets: Buckets;
 const lines: string[] = [];
-const logger: ShardLogger = { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) };
+const logger: LineLogger = { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) };
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'tributary-lifecycle-'));
@@ -68,7 +69,7 @@ describe('job lifecycle', () => {
     const meta = join(dir, 'data', 'live-a', 'checkpoint.json');
     await until(async () => JSON.parse(await readFile(meta, 'utf8')).version === 3);
     await until(() => shard.jobIds().length === 0);
-    await expect(shard.job('live-a')).rejects.toBeInstanceOf(UnknownJobError);
+    await expect(shard.job('live-a')).rejects.toBeInstanceOf(JobUnknownToShardError);
 
     await put('live-a', 'running');
     await until(async () => (await shard.job('live-a').catch(() => undefined))?.version === 3);

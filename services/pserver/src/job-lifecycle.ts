@@ -1,6 +1,7 @@
 import { KvWatchInclude, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { decodeJsonObject, type JobState } from '#libs/messaging';
-import type { ParameterShard, ShardLogger } from './parameter-shard.js';
+import type { LineLogger } from '#libs/logging';
+import type { ParameterShard } from './parameter-shard.js';
 
 /** How long a stopped job's parameters stay in memory after its last checkpoint. */
 export const STOPPED_JOB_RETENTION_MS = 60_000;
@@ -11,7 +12,7 @@ const LIVE_STATES: ReadonlySet<JobState> = new Set(['running', 'waiting']);
 export interface JobLifecycleOptions {
   /** Default `STOPPED_JOB_RETENTION_MS`. */
   retentionMs?: number;
-  logger: ShardLogger;
+  logger: LineLogger;
 }
 
 /**

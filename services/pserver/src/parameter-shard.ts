@@ -3,9 +3,10 @@ import { join } from 'node:path';
 import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { TensorInfo } from '#libs/pserver-protocol';
 import { writeCheckpoint, type CheckpointRecord } from './checkpoint.js';
-import { CheckpointError, InvalidRequestError, UnknownJobError } from './errors.js';
+import { CheckpointError, InvalidRequestError, JobUnknownToShardError } from './errors.js';
 import type { InitElectionResult } from './init-election.js';
 import { JobShard } from './job-shard.js';
+import type { LineLogger } from '#libs/logging';
 import { parseJobSettings } from './job-settings.js';
 import { syncProgressRecord } from './progress-record.js';
 import { ShardRecovery, describeResume } from './shard-recovery.js';
@@ -15,16 +16,9 @@ import { ShardRecovery, describeResume } from './shard-recovery.js';
  * synchronous step waits for a trainer that died without leaving. Trainers holding a task join
  * again every 2 s (`TRAINER_QUORUM_HEARTBEAT_MS`), so only the dead lapse.
  */
-export const MEMBER_TTL_MS = 10_000;
+export const QUORUM_MEMBER_LAPSE_MS = 10_000;
 /** How often the time-based checkpoint rule is looked at. */
 export const CHECKPOINT_TICK_MS = 1_000;
-
-/** Where log lines go (a Nest `Logger` fits). */
-export interface ShardLogger {
-  log(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
 
 /** Settings of a `ParameterShard`. */
 export interface ParameterShardOptions {
@@ -32,13 +26,13 @@ export interface ParameterShardOptions {
   shard: number;
   /** Checkpoints go to `<dataDir>/<jobId>/`. */
   dataDir: string;
-  /** Silence after which a member lapses. Default `MEMBER_TTL_MS`. */
+  /** Silence after which a member lapses. Default `QUORUM_MEMBER_LAPSE_MS`. */
   memberTtlMs?: number;
   /** How long the elected trainer holds the init lease. */
   initLeaseMs?: number;
   /** Called when a snapshot for the evaluator is retained. */
   onSnapshot?: (jobId: string, shard: number, version: number) => void;
-  logger?: ShardLogger;
+  logger?: LineLogger;
   now?: () => number;
 }
 
@@ -58,7 +52,7 @@ interface CheckpointState {
   chain: Promise<unknown>;
 }
 
-const silent: ShardLogger = { log: () => undefined, warn: () => undefined, error: () => undefined };
+const silent: LineLogger = { log: () => undefined, warn: () => undefined, error: () => undefined };
 
 /**
  * Every job's slice of the parameters held by this process: creates a job on its first
@@ -73,7 +67,7 @@ export class ParameterShard {
   private readonly loading = new Map<string, Promise<JobShard | undefined>>();
   private readonly checkpoints = new Map<string, CheckpointState>();
   private readonly memberTtlMs: number;
-  private readonly logger: ShardLogger;
+  private readonly logger: LineLogger;
   private readonly now: () => number;
   private readonly recovery: ShardRecovery;
   /** Jobs that stopped and were dropped from memory; calls naming them find no job. */
@@ -85,7 +79,7 @@ export class ParameterShard {
 
   constructor(private readonly options: ParameterShardOptions) {
     this.shard = options.shard;
-    this.memberTtlMs = options.memberTtlMs ?? MEMBER_TTL_MS;
+    this.memberTtlMs = options.memberTtlMs ?? QUORUM_MEMBER_LAPSE_MS;
     this.logger = options.logger ?? silent;
     this.now = options.now ?? Date.now;
     this.recovery = new ShardRecovery({
@@ -203,10 +197,10 @@ export class ParameterShard {
     for (const job of this.jobs.values()) job.close();
   }
 
-  /** The job, from memory or from its checkpoint; `UnknownJobError` when neither has it. */
+  /** The job, from memory or from its checkpoint; `JobUnknownToShardError` when neither has it. */
   async job(jobId: string): Promise<JobShard> {
     const job = await this.find(jobId);
-    if (!job) throw new UnknownJobError(jobId, this.shard);
+    if (!job) throw new JobUnknownToShardError(jobId, this.shard);
     return job;
   }
 

@@ -1,7 +1,7 @@
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { crc32 } from './checkpoint.js';
+import { crc32, writeFileAtomicallySync } from '#libs/file-integrity';
 
 /**
  * A job shard's progress record: its version and its synchronous quorum, rewritten on every step
@@ -85,21 +85,10 @@ export function decodeProgressRecord(bytes: Uint8Array): ProgressRecord {
 /**
  * Replaces the record in `dir` (which must exist) synchronously: a new file, then a rename over
  * the old one, so a reader finds either record whole. With `durable`, the new file is fsynced
- * first.
+ * first and the directory after.
  */
 export function writeProgressRecord(dir: string, record: ProgressRecord, durable = false): void {
-  const path = join(dir, PROGRESS_RECORD_FILE);
-  const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w');
-  try {
-    const bytes = encodeProgressRecord(record);
-    let at = 0;
-    while (at < bytes.length) at += writeSync(fd, bytes, at);
-    if (durable) fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
+  writeFileAtomicallySync(join(dir, PROGRESS_RECORD_FILE), encodeProgressRecord(record), { durable });
 }
 
 /**

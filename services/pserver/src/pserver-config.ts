@@ -1,5 +1,5 @@
 import { env, type CommonConfig, type EnvSpec } from '#libs/config';
-import { MEMBER_TTL_MS } from './parameter-shard.js';
+import { QUORUM_MEMBER_LAPSE_MS } from './parameter-shard.js';
 import { SHARD_LEASE_TTL_MS } from './shard-lease.js';
 
 /** Host the gRPC server binds to when `PSERVER_HOST` is unset. */
@@ -32,7 +32,7 @@ export const PSERVER_CONFIG: EnvSpec<PserverConfig> = {
   port: ['PSERVER_PORT', env.int({ default: 0, min: 0, max: 65_535 })],
   advertiseHost: ['PSERVER_ADVERTISE_HOST', env.optionalString()],
   dataDir: ['PSERVER_DATA_DIR', env.optionalString()],
-  memberTtlMs: ['PSERVER_MEMBER_TTL_MS', env.int({ default: MEMBER_TTL_MS, min: 100, max: 3_600_000 })],
+  memberTtlMs: ['PSERVER_MEMBER_TTL_MS', env.int({ default: QUORUM_MEMBER_LAPSE_MS, min: 100, max: 3_600_000 })],
   leaseTtlMs: ['PSERVER_LEASE_TTL_MS', env.int({ default: SHARD_LEASE_TTL_MS, min: 500, max: 600_000 })],
   keyPrefix: ['PSERVER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
 };

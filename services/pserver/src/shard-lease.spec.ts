@@ -6,7 +6,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startRedisServer, type ServerProcess } from '#libs/local-cluster';
 import { connectRedis, type RedisConnection } from '#libs/messaging';
-import type { ShardLogger } from './parameter-shard.js';
+import type { LineLogger } from '#libs/logging';
 import { LeaseWaitAbortedError, ShardLease } from './shard-lease.js';
 
 let dir: string;
@@ -46,7 +46,7 @@ interface TestLease {
 
 async function lease(id: string, ttlMs: number, connection: RedisConnection = redis): Promise<TestLease> {
   const lines: string[] = [];
-  const logger: ShardLogger = {
+  const logger: LineLogger = {
     log: (m) => lines.push(m),
     warn: (m) => lines.push(m),
     error: (m) => lines.push(m),

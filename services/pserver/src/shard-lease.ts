@@ -1,8 +1,8 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
+import type { LineLogger } from '#libs/logging';
 import type { RedisConnection } from '#libs/messaging';
-import type { ShardLogger } from './parameter-shard.js';
+import { sleep } from '#libs/retry';
 
 /** How long a shard's lease lasts without renewal; a standby takes over this long after the owner died. */
 export const SHARD_LEASE_TTL_MS = 10_000;
@@ -32,7 +32,7 @@ export interface ShardLeaseOptions {
   ttlMs?: number;
   /** Default `STANDBY_POLL_MS`, at most the TTL. */
   pollMs?: number;
-  logger: ShardLogger;
+  logger: LineLogger;
   /**
    * Called once when the lease is lost while held: another process holds it, or it could not
    * be renewed for a whole TTL. The owner must stop serving at once.
@@ -312,9 +312,4 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new RedisTimeoutError(`no answer from Redis within ${Math.round(ms)} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Waits `ms`, or less when `signal` fires. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
 }

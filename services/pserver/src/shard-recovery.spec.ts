@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataType } from '#libs/pserver-protocol';
 import { ShardedPserverClient, type ParamInfo, type ShardDirectory, type TensorLike } from '#libs/pserver-client';
+import type { LineLogger } from '#libs/logging';
 import { CHECKPOINT_METADATA_FILE, checkpointFileName } from './checkpoint.js';
-import { CheckpointError, GradientVersionError, UnknownJobError } from './errors.js';
-import { startShard, type RunningShard } from './in-process-shards.js';
-import { ParameterShard, type ShardLogger } from './parameter-shard.js';
+import { CheckpointError, GradientVersionError, JobUnknownToShardError } from './errors.js';
+import { startShard, type RunningShard } from '../test/in-process-shards.js';
+import { ParameterShard } from './parameter-shard.js';
 import { PROGRESS_RECORD_FILE, readProgressRecord } from './progress-record.js';
 
 const JOB = 'job-1';
@@ -31,7 +32,7 @@ const ones = () =>
 
 let dir: string;
 let lines: string[];
-const logger: ShardLogger = {
+const logger: LineLogger = {
   log: (m) => lines.push(`log ${m}`),
   warn: (m) => lines.push(`warn ${m}`),
   error: (m) => lines.push(`error ${m}`),
@@ -173,7 +174,7 @@ describe('pserver recovery', () => {
     for (const f of await readdir(join(dir, JOB))) if (f !== PROGRESS_RECORD_FILE) await unlink(join(dir, JOB, f));
     const after = newShard();
     expect(await after.preload([JOB])).toEqual([]);
-    await expect(after.job(JOB)).rejects.toBeInstanceOf(UnknownJobError);
+    await expect(after.job(JOB)).rejects.toBeInstanceOf(JobUnknownToShardError);
     const election = await after.beginInit({
       jobId: JOB,
       trainerId: 'x',
@@ -221,7 +222,7 @@ describe('pserver recovery', () => {
     const shard = await trained(3, ['t'], spec({ checkpoint: { everySteps: 100 } }));
     await shard.retire(JOB);
     expect(shard.jobIds()).toEqual([]);
-    await expect(shard.job(JOB)).rejects.toBeInstanceOf(UnknownJobError);
+    await expect(shard.job(JOB)).rejects.toBeInstanceOf(JobUnknownToShardError);
     shard.reinstate(JOB);
     expect((await shard.job(JOB)).version).toBe(3);
     await shard.close();

@@ -36,7 +36,7 @@
 import { createOptimizerState, type OptimizerKernel } from '#libs/optimizer';
 import { loadCheckpoint, type CheckpointData } from './checkpoint.js';
 import { CheckpointError } from './errors.js';
-import type { ShardLogger } from './parameter-shard.js';
+import type { LineLogger } from '#libs/logging';
 import {
   readProgressRecord,
   writeProgressRecord,
@@ -115,7 +115,7 @@ export interface ShardRecoveryOptions {
   shard: number;
   /** The checkpoint directory of a job. */
   jobDir: (jobId: string) => string;
-  logger: ShardLogger;
+  logger: LineLogger;
 }
 
 /** A checkpoint a job resumes from, and the file it was read from. */

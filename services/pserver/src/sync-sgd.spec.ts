@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ShardedPserverClient, type ParamInfo, type ParamTensor, type TensorLike } from '#libs/pserver-client';
-import { startShards, type RunningShard } from './in-process-shards.js';
+import { startShards, type RunningShard } from '../test/in-process-shards.js';
 
 /** A linear model y = x W + b with two outputs, trained on mean squared error / 2. */
 const FEATURES = 6;

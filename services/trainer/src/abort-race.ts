@@ -31,11 +31,6 @@ export function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Prom
   });
 }
 
-/** Waits `ms`, or less when `signal` fires. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return unlessAborted(new Promise<void>((r) => setTimeout(r, ms).unref()), signal).catch(() => undefined);
-}
-
 /** A signal that fires `delayMs` after `signal` fires (a grace period that starts with it). */
 export function afterAbort(signal: AbortSignal, delayMs: number): AbortSignal {
   const later = new AbortController();

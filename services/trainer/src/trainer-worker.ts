@@ -1,18 +1,19 @@
 import { InvalidJobSpecError, validateJobSpec, type JobSpec } from '#libs/job-spec';
+import type { LineLogger } from '#libs/logging';
 import type { EventSubscription } from '#libs/master-client';
 import type { JobRecord } from '#libs/messaging';
-import { sleep } from './abort-race.js';
+import { sleep } from '#libs/retry';
 import { JOB_SETUP_RETRY_MS } from './defaults.js';
-import { SERVED_JOB_STATES, type JobDirectory } from './job-directory.js';
-import type { JobRunner, TrainerLogger } from './job-runner.js';
+import { SERVED_JOB_STATES, type JobRecordsView } from './job-records-view.js';
+import type { JobTrainer } from './job-trainer.js';
 
 /** What a `TrainerWorker` needs. */
 export interface TrainerWorkerDeps {
-  directory: JobDirectory;
-  runner: Pick<JobRunner, 'run'>;
+  jobRecords: JobRecordsView;
+  jobTrainer: Pick<JobTrainer, 'run'>;
   /** Live events of a job, to hear `stopped` before the jobs bucket says so. */
   events?: (jobId: string) => EventSubscription;
-  logger: TrainerLogger;
+  logger: LineLogger;
   /** Pause before a job whose set-up failed is tried again. */
   setupRetryMs?: number;
 }
@@ -49,10 +50,10 @@ export class TrainerWorker {
   }
 
   private async serve(): Promise<void> {
-    const { directory, logger } = this.deps;
+    const { jobRecords, logger } = this.deps;
     const preempt = this.preempt.signal;
     while (!preempt.aborted) {
-      const record = await directory.waitForJob(preempt, (r) => this.finished.has(runKey(r)));
+      const record = await jobRecords.waitForJob(preempt, (r) => this.finished.has(runKey(r)));
       if (record === undefined) break;
       let spec: JobSpec;
       try {
@@ -68,7 +69,7 @@ export class TrainerWorker {
   }
 
   private async serveJob(record: JobRecord, spec: JobSpec): Promise<void> {
-    const { directory, logger } = this.deps;
+    const { jobRecords, logger } = this.deps;
     const { jobId } = record;
     const stop = new AbortController();
     const stopJob = (why: string) => {
@@ -77,7 +78,7 @@ export class TrainerWorker {
       this.finished.add(runKey(record));
       stop.abort();
     };
-    const off = directory.onChange((id, latest) => {
+    const off = jobRecords.onChange((id, latest) => {
       if (id !== jobId) return;
       if (latest === null) stopJob('removed from the jobs bucket');
       else if (latest.startedAt !== record.startedAt) stopJob('replaced by a new submission');
@@ -93,17 +94,19 @@ export class TrainerWorker {
         }
       })().catch(() => undefined);
     }
-    if (!directory.isServed(jobId)) stopJob('no longer running');
+    if (!jobRecords.isServed(jobId)) stopJob('no longer running');
     logger.log(`job ${jobId}: serving`);
     try {
-      const end = await this.deps.runner.run(spec, { stop: stop.signal, preempt: this.preempt.signal });
+      const end = await this.deps.jobTrainer.run(spec, { stop: stop.signal, preempt: this.preempt.signal });
       logger.log(end === 'stopped' ? `job ${jobId}: done serving; idle` : `job ${jobId}: preempted; task handed back`);
     } catch (err) {
       if (stop.signal.aborted || this.preempt.signal.aborted) return;
       logger.error(
         `job ${jobId}: ${(err as Error).message}; trying again in ${this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS} ms`,
       );
-      await sleep(this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS, AbortSignal.any([stop.signal, this.preempt.signal]));
+      await sleep(this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS, AbortSignal.any([stop.signal, this.preempt.signal]), {
+        ref: false,
+      });
     } finally {
       off();
       events?.stop();

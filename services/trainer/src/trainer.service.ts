@@ -12,8 +12,8 @@ import { MasterClient } from '#libs/master-client';
 import type { Buckets, NatsConnection } from '#libs/messaging';
 import { KvShardDirectory, ShardedPserverClient } from '#libs/pserver-client';
 import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG } from '#libs/service-runtime';
-import { JobDirectory } from './job-directory.js';
-import { JobRunner, type PserverConnection } from './job-runner.js';
+import { JobRecordsView } from './job-records-view.js';
+import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import type { TrainerConfig } from './trainer-config.js';
 import { TrainerWorker } from './trainer-worker.js';
 
@@ -34,7 +34,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
   private readonly logger = new Logger('Trainer');
   private beacon?: MemberBeacon;
   private worker?: TrainerWorker;
-  private directory?: JobDirectory;
+  private jobRecords?: JobRecordsView;
 
   constructor(
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
@@ -59,8 +59,8 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     const beacon = this.beacon;
 
     const master = new MasterClient(this.nc, id, { logger: this.logger });
-    this.directory = new JobDirectory(await master.watchJobs());
-    const runner = new JobRunner({
+    this.jobRecords = new JobRecordsView(await master.watchJobs());
+    const jobTrainer = new JobTrainer({
       master,
       createLearner: () => new TfjsLearner(),
       connectPservers: async (spec, params): Promise<PserverConnection> => {
@@ -82,8 +82,8 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       quorumHeartbeatMs: this.config.quorumHeartbeatMs,
     });
     this.worker = new TrainerWorker({
-      directory: this.directory,
-      runner,
+      jobRecords: this.jobRecords,
+      jobTrainer,
       events: (jobId) => master.events(jobId),
       logger: this.logger,
     });
@@ -92,7 +92,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
 
   async beforeApplicationShutdown(): Promise<void> {
     await this.worker?.stop();
-    this.directory?.stop();
+    this.jobRecords?.stop();
     await this.beacon?.stop();
   }
 }

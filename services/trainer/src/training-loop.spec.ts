@@ -1,4 +1,4 @@
-import type { Batch, Learner, NamedTensor } from '#libs/learner';
+import type { Batch, Learner, PlainTensor } from '#libs/learner';
 import type { ClaimedTask } from '#libs/master-client';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
@@ -21,17 +21,17 @@ const BATCH: Batch = { features: new Float32Array([1, 2]), labels: new Int32Arra
 class FakeLearner implements Learner {
   readonly calls: string[] = [];
   async initialize(): Promise<void> {}
-  async getParams(): Promise<NamedTensor[]> {
+  async getParams(): Promise<PlainTensor[]> {
     return [];
   }
-  setParams(params: NamedTensor[]): void {
+  setParams(params: PlainTensor[]): void {
     this.calls.push(`setParams ${params[0]!.data[0]}`);
   }
   async train(batch: Batch): Promise<{ loss: number; samples: number }> {
     this.calls.push(`train ${batch.labels[0]}`);
     return { loss: 0, samples: batch.size };
   }
-  getUpdate(): NamedTensor[] {
+  getUpdate(): PlainTensor[] {
     return [{ name: 'w', dtype: 'float32', shape: [1], data: new Float32Array([0.5]) }];
   }
   async evaluate() {

@@ -2,8 +2,9 @@ import type { Batch, Learner } from '#libs/learner';
 import type { ClaimedTask } from '#libs/master-client';
 import { PserverTimeoutError, ShardCallError, type PushOutcome, type ShardedPserverClient } from '#libs/pserver-client';
 import type { TrainingMode } from '#libs/job-spec';
+import { sleep } from '#libs/retry';
 import { PULL_WAIT_MS } from './defaults.js';
-import { InterruptedError, sleep, unlessAborted } from './abort-race.js';
+import { InterruptedError, unlessAborted } from './abort-race.js';
 import { GradientRetriesExhaustedError } from './errors.js';
 import type { MinibatchReader } from './minibatch-reader.js';
 import { PserverOutage, failedShards, isTransientPserverFailure } from './pserver-outage.js';
@@ -256,7 +257,7 @@ export class TrainingLoop {
   private async pause(err: Error, signal: AbortSignal): Promise<void> {
     const pauseMs = this.outage.failed(err);
     this.options.onWait?.(`parameter servers unavailable (${err.message}); retrying in ${pauseMs} ms`);
-    await sleep(pauseMs, signal);
+    await sleep(pauseMs, signal, { ref: false });
   }
 
   /** Notes a call that went through; after an outage, lets the caller join the quorum again. */

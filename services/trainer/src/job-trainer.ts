@@ -1,9 +1,11 @@
 import type { JobSpec } from '#libs/job-spec';
 import type { Learner } from '#libs/learner';
 import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
-import type { LineLogger, MemberStatus } from '#libs/messaging';
+import type { LineLogger } from '#libs/logging';
+import type { MemberStatus } from '#libs/messaging';
 import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient } from '#libs/pserver-client';
-import { InterruptedError, afterAbort, sleep, unlessAborted } from './abort-race.js';
+import { sleep } from '#libs/retry';
+import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
 import {
   FULL_JOB_RETRY_MS,
   HAND_BACK_BUDGET_MS,
@@ -19,10 +21,10 @@ import { TaskLease } from './task-lease.js';
 import { ThroughputMeter } from './throughput.js';
 import { TrainingLoop, type TaskOutcome, type TaskSignals } from './training-loop.js';
 
-/** The master calls a job runner makes (a `MasterClient`). */
+/** The master calls a job trainer makes (a `MasterClient`). */
 export type TaskSource = Pick<MasterClient, 'pullTask' | 'renewClaim' | 'reportDone' | 'reportFailed' | 'handBack'>;
 
-/** The parameter server calls a job runner makes (a `ShardedPserverClient`). */
+/** The parameter server calls a job trainer makes (a `ShardedPserverClient`). */
 export type JobParameterClient = Pick<
   ShardedPserverClient,
   'initialize' | 'join' | 'leave' | 'pushGradients' | 'pullParams' | 'status'
@@ -34,19 +36,14 @@ export interface PserverConnection {
   close(): void;
 }
 
-/** A logger with an error level (a Nest `Logger` fits). */
-export interface TrainerLogger extends LineLogger {
-  error(message: string): void;
-}
-
-/** What a `JobRunner` needs. */
-export interface JobRunnerDeps {
+/** What a `JobTrainer` needs. */
+export interface JobTrainerDeps {
   master: TaskSource;
   /** A fresh learner for a job. */
   createLearner: () => Learner;
   /** Connects to the job's parameter servers for a model with these parameters. */
   connectPservers: (spec: JobSpec, params: ParamInfo[]) => Promise<PserverConnection>;
-  logger: TrainerLogger;
+  logger: LineLogger;
   /** Receives member status changes (a `MemberBeacon.update`). */
   status?: (patch: Partial<MemberStatus>) => void;
   /** Reads chunks (`readChunkAt` by default). */
@@ -79,10 +76,10 @@ export type JobRunEnd = 'stopped' | 'preempted';
  * is dropped; on preemption the current minibatch is finished and the task handed back.
  * Everything is released before it returns.
  */
-export class JobRunner {
+export class JobTrainer {
   private readonly idleTaskWaitMs: number;
 
-  constructor(private readonly deps: JobRunnerDeps) {
+  constructor(private readonly deps: JobTrainerDeps) {
     this.idleTaskWaitMs = deps.idleTaskWaitMs ?? IDLE_TASK_WAIT_MS;
   }
 
@@ -167,7 +164,7 @@ export class JobRunner {
               this.deps.status?.({ state: 'waiting', taskId: undefined, samplesPerSecond: 0 });
               logger.log(`job ${jobId}: the job has trainers.max (${spec.trainers.max}) trainers at work; waiting`);
             }
-            await sleep(this.deps.fullJobRetryMs ?? FULL_JOB_RETRY_MS, either);
+            await sleep(this.deps.fullJobRetryMs ?? FULL_JOB_RETRY_MS, either, { ref: false });
           }
           continue;
         }
@@ -280,7 +277,7 @@ class ProgressReporter {
 
   constructor(
     private readonly jobId: string,
-    private readonly deps: JobRunnerDeps,
+    private readonly deps: JobTrainerDeps,
   ) {}
 
   startTask(task: ClaimedTask): void {

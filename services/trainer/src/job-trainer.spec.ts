@@ -24,10 +24,11 @@ import {
 } from '#libs/messaging';
 import { KvShardDirectory, ShardedPserverClient, shardKey } from '#libs/pserver-client';
 import { loadIndex, writeRecordFile, type ChunkMeta } from '#libs/recordio';
-import { startShard, startShards, type RunningShard } from '../../pserver/src/in-process-shards.js';
+import type { LineLogger } from '#libs/logging';
+import { startShard, startShards, type RunningShard } from '../../pserver/test/in-process-shards.js';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
-import { JobDirectory } from './job-directory.js';
-import { JobRunner, type TrainerLogger } from './job-runner.js';
+import { JobRecordsView } from './job-records-view.js';
+import { JobTrainer } from './job-trainer.js';
 import { TrainerWorker } from './trainer-worker.js';
 
 const LAYOUT = { featureShape: [4], featureDtype: 'float32', labelDtype: 'int32', numClasses: 3 } as const;
@@ -47,7 +48,7 @@ function specInput(id: string, file: string, out: string): JobSpecInput {
   };
 }
 
-const quiet: TrainerLogger = { log: () => undefined, warn: () => undefined, error: (m) => console.error(m) };
+const quiet: LineLogger = { log: () => undefined, warn: () => undefined, error: (m) => console.error(m) };
 
 /**
  * A minimal master on real NATS: dispatches task messages through the job's work queue,
@@ -109,7 +110,7 @@ async function eventually(check: () => Promise<boolean> | boolean): Promise<void
   while (!(await check())) await new Promise((r) => setTimeout(r, 50));
 }
 
-describe('trainer job runner (real NATS, real parameter servers)', () => {
+describe('job trainer (real NATS, real parameter servers)', () => {
   let servers: TestServers;
   let nc: NatsConnection;
   let buckets: Buckets;
@@ -165,12 +166,12 @@ describe('trainer job runner (real NATS, real parameter servers)', () => {
     return chunks.slice(first, first + count).map((c) => ({ file, offset: c.offset, numRecords: c.numRecords }));
   }
 
-  function makeRunner(
+  function makeJobTrainer(
     trainerId: string,
     status?: (patch: Partial<MemberStatus>) => void,
     createLearner: () => TfjsLearner = () => new TfjsLearner(),
-  ): JobRunner {
-    return new JobRunner({
+  ): JobTrainer {
+    return new JobTrainer({
       master: new MasterClient(nc, trainerId, { logger: quiet }),
       createLearner,
       connectPservers: async (spec, params) => {
@@ -196,7 +197,7 @@ describe('trainer job runner (real NATS, real parameter servers)', () => {
     const spec = await setUpJob('tiny');
     const stop = new AbortController();
     const preempt = new AbortController();
-    const run = makeRunner('trainer-1').run(spec, { stop: stop.signal, preempt: preempt.signal });
+    const run = makeJobTrainer('trainer-1').run(spec, { stop: stop.signal, preempt: preempt.signal });
 
     // Three tasks of two chunks (6 records each: minibatches of 4 and 2).
     for (let t = 0; t < 3; t++) await master.dispatch('tiny', t, taskChunks(2 * t, 2));
@@ -239,8 +240,8 @@ describe('trainer job runner (real NATS, real parameter servers)', () => {
       };
       return learner;
     };
-    const runner = makeRunner('trainer-2', (patch) => states.push(patch), createLearner);
-    const run = runner.run(spec, { stop: stop.signal, preempt: preempt.signal });
+    const jobTrainer = makeJobTrainer('trainer-2', (patch) => states.push(patch), createLearner);
+    const run = jobTrainer.run(spec, { stop: stop.signal, preempt: preempt.signal });
     await master.dispatch('preempt', 0, taskChunks(0, 6));
 
     await expect(run).resolves.toBe('preempted');
@@ -256,11 +257,11 @@ describe('trainer job runner (real NATS, real parameter servers)', () => {
     const first = await setUpJob('first');
     const second = await setUpJob('second');
     const client = new MasterClient(nc, 'trainer-3', { logger: quiet });
-    const directory = new JobDirectory(await client.watchJobs());
+    const jobRecords = new JobRecordsView(await client.watchJobs());
     const states: Partial<MemberStatus>[] = [];
     const worker = new TrainerWorker({
-      directory,
-      runner: makeRunner('trainer-3', (p) => states.push(p)),
+      jobRecords,
+      jobTrainer: makeJobTrainer('trainer-3', (p) => states.push(p)),
       events: (jobId) => client.events(jobId),
       logger: quiet,
       setupRetryMs: 200,
@@ -281,7 +282,7 @@ describe('trainer job runner (real NATS, real parameter servers)', () => {
     expect(states.some((s) => s.state === 'idle' && s.jobId === undefined)).toBe(true);
 
     await worker.stop();
-    directory.stop();
+    jobRecords.stop();
     expect(states.at(-1)).toMatchObject({ state: 'idle', jobId: undefined });
   });
 
@@ -309,7 +310,7 @@ describe('trainer job runner (real NATS, real parameter servers)', () => {
       };
       return learner;
     };
-    const run = makeRunner('trainer-4', undefined, createLearner).run(spec, {
+    const run = makeJobTrainer('trainer-4', undefined, createLearner).run(spec, {
       stop: stop.signal,
       preempt: preempt.signal,
     });

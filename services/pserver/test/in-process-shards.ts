@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { PserverGrpcServer } from './grpc-server.js';
-import { ParameterShard, type ParameterShardOptions } from './parameter-shard.js';
+import { PserverGrpcServer } from '../src/grpc-server.js';
+import { ParameterShard, type ParameterShardOptions } from '../src/parameter-shard.js';
 
 /** A running shard: its domain state, its gRPC server and its address. */
 export interface RunningShard {

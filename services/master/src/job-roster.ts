@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { CommonConfig } from '#libs/config';
 import { JobChannels } from './job-channels.js';
-import { JobRunner, queueOptions } from './job-runner.js';
+import { JobDriver, queueOptions } from './job-driver.js';
 import type { StoredJob } from './job-store.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { NO_LEASE_TOKEN } from './leadership.js';
@@ -15,9 +15,9 @@ import { TaskQueue } from './task-queue.js';
  * deadlines), and finishes announcing a stop the last leader persisted but did not announce.
  */
 @Injectable()
-export class JobDirectory implements LeaderDuty {
-  private readonly logger = new Logger('JobDirectory');
-  private runners = new Map<string, JobRunner>();
+export class JobRoster implements LeaderDuty {
+  private readonly logger = new Logger('JobRoster');
+  private drivers = new Map<string, JobDriver>();
   private fence = NO_LEASE_TOKEN;
 
   constructor(
@@ -27,86 +27,86 @@ export class JobDirectory implements LeaderDuty {
 
   async takeOffice(fence: string): Promise<void> {
     this.fence = fence;
-    this.runners = new Map();
+    this.drivers = new Map();
     this.channels.openRecords();
     const { jobs, errors } = await this.channels.store.loadAll();
     for (const err of errors) this.logger.error(`${err.message}; the job is left out`);
     for (const job of jobs) {
-      const runner = this.launch(job);
-      if (!runner.running) {
-        await this.finishStop(runner).catch((err: Error) =>
-          this.logger.warn(`job ${runner.jobId}: announcing its stop failed: ${err.message}`),
+      const driver = this.launch(job);
+      if (!driver.running) {
+        await this.finishStop(driver).catch((err: Error) =>
+          this.logger.warn(`job ${driver.jobId}: announcing its stop failed: ${err.message}`),
         );
         continue;
       }
       // The last leader may have died between persisting a job and announcing it: announce it again.
-      await this.channels.ensureTrainerConsumer(runner.jobId);
-      await runner.publishRecord();
-      const c = runner.status().tasks;
+      await this.channels.ensureTrainerConsumer(driver.jobId);
+      await driver.publishRecord();
+      const c = driver.status().tasks;
       this.logger.log(
-        `resumed job ${runner.jobId} at epoch ${job.queue.epoch} (${c.done} done, ${c.pending} pending, ${c.todo} todo)`,
+        `resumed job ${driver.jobId} at epoch ${job.queue.epoch} (${c.done} done, ${c.pending} pending, ${c.todo} todo)`,
       );
     }
   }
 
   /**
-   * Waits for every job's operation in flight. The runners stay until the next term replaces
+   * Waits for every job's operation in flight. The drivers stay until the next term replaces
    * them: a handler still finishing looks its job up and fails at the fence, rather than
    * taking the job for unknown. Jobs-bucket writes not landed yet are dropped at once.
    */
   async leaveOffice(): Promise<void> {
     this.channels.closeRecords();
-    await Promise.all([...this.runners.values()].map((r) => r.settled()));
+    await Promise.all([...this.drivers.values()].map((r) => r.settled()));
   }
 
-  /** The runner of a job, if this master knows the job. */
-  get(jobId: string): JobRunner | undefined {
-    return this.runners.get(jobId);
+  /** The driver of a job, if this master knows the job. */
+  get(jobId: string): JobDriver | undefined {
+    return this.drivers.get(jobId);
   }
 
   /** Every job still running. */
-  running(): JobRunner[] {
-    return [...this.runners.values()].filter((r) => r.running);
+  running(): JobDriver[] {
+    return [...this.drivers.values()].filter((r) => r.running);
   }
 
   /**
    * Persists a new job (fenced) and starts driving it.
    * @throws FencedWriteError when this master no longer leads.
    */
-  async add(job: StoredJob): Promise<JobRunner> {
+  async add(job: StoredJob): Promise<JobDriver> {
     await this.channels.create(job, this.fence);
     return this.launch(job);
   }
 
   /**
-   * The runner of a job already stored in Redis: this term's runner of that incarnation, or a
+   * The driver of a job already stored in Redis: this term's driver of that incarnation, or a
    * new one driving it (e.g. when the store applied the job's creation but its reply was lost).
    */
-  adopt(job: StoredJob): JobRunner {
-    const known = this.runners.get(job.queue.jobId);
+  adopt(job: StoredJob): JobDriver {
+    const known = this.drivers.get(job.queue.jobId);
     if (known !== undefined && known.runId === job.queue.runId) return known;
     return this.launch(job);
   }
 
-  /** Starts driving a stored job (replacing the runner of an earlier job of the same id). */
-  private launch(job: StoredJob): JobRunner {
+  /** Starts driving a stored job (replacing the driver of an earlier job of the same id). */
+  private launch(job: StoredJob): JobDriver {
     const options = queueOptions(job.spec, this.settings.durationWindow);
     const queue = TaskQueue.restore(job.queue, options);
-    const runner = new JobRunner(job.spec, job.plan, queue, this.channels, options, this.fence);
-    this.runners.set(runner.jobId, runner);
-    return runner;
+    const driver = new JobDriver(job.spec, job.plan, queue, this.channels, options, this.fence);
+    this.drivers.set(driver.jobId, driver);
+    return driver;
   }
 
   /** A stop persisted by a leader that died before announcing it: purge, record and event. */
-  private async finishStop(runner: JobRunner): Promise<void> {
-    if ((await this.channels.recordState(runner.jobId)) === 'stopped') return;
-    await this.channels.purgeTasks(runner.jobId);
-    await runner.publishRecord();
-    const { reason, detail } = runner.status();
-    this.logger.log(`job ${runner.jobId}: announcing the stop (${reason}) the last leader persisted`);
+  private async finishStop(driver: JobDriver): Promise<void> {
+    if ((await this.channels.recordState(driver.jobId)) === 'stopped') return;
+    await this.channels.purgeTasks(driver.jobId);
+    await driver.publishRecord();
+    const { reason, detail } = driver.status();
+    this.logger.log(`job ${driver.jobId}: announcing the stop (${reason}) the last leader persisted`);
     this.channels.publishEvent({
       type: 'stopped',
-      jobId: runner.jobId,
+      jobId: driver.jobId,
       reason: reason ?? 'manual',
       ...(detail !== undefined ? { detail } : {}),
     });

@@ -32,7 +32,7 @@ export function queueOptions(spec: JobSpec, durationWindow: number): TaskQueueOp
  * dispatch window at `min(max(1, live trainers), trainers.max) + 1` unclaimed tasks, and does
  * not dispatch while fewer than `trainers.min` trainers are alive.
  */
-export class JobRunner {
+export class JobDriver {
   private readonly logger: Logger;
   private chain: Promise<unknown> = Promise.resolve();
   private waiting = false;
@@ -47,7 +47,7 @@ export class JobRunner {
     private queue: TaskQueue,
     private readonly channels: JobChannels,
     private readonly options: TaskQueueOptions,
-    /** The lease token of the term this runner belongs to; its writes are fenced with it. */
+    /** The lease token of the term this driver belongs to; its writes are fenced with it. */
     private readonly fence: string,
   ) {
     this.logger = new Logger(`Job ${spec.id}`);
@@ -57,7 +57,7 @@ export class JobRunner {
     return this.queue.jobId;
   }
 
-  /** The job incarnation this runner drives (a resubmission of the id gets a new one). */
+  /** The job incarnation this driver drives (a resubmission of the id gets a new one). */
   get runId(): string {
     return this.queue.runId;
   }
@@ -83,7 +83,7 @@ export class JobRunner {
     return this.serialize(async () => undefined);
   }
 
-  /** Like `idle`, without re-reading Redis first: for a runner being dropped. */
+  /** Like `idle`, without re-reading Redis first: for a driver being dropped. */
   settled(): Promise<void> {
     return this.chain.then(() => undefined);
   }

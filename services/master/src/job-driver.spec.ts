@@ -2,7 +2,7 @@ import type { JobSpec } from '#libs/job-spec';
 import type { TaskMessage } from '#libs/messaging';
 import { FencedWriteError } from './errors.js';
 import type { JobChannels } from './job-channels.js';
-import { JobRunner } from './job-runner.js';
+import { JobDriver } from './job-driver.js';
 import { planTasks } from './task-plan.js';
 import { TaskQueue, type QueueChange, type TaskQueueOptions } from './task-queue.js';
 
@@ -32,27 +32,27 @@ class RecordingChannels {
   async purgeTasks(): Promise<void> {}
 }
 
-function runner(channels: RecordingChannels): JobRunner {
+function driver(channels: RecordingChannels): JobDriver {
   const plan = planTasks(
     Array.from({ length: 4 }, (_, i) => ({ file: '/d/a.recordio', offset: i * 10, numRecords: 3 })),
     1,
   );
   const queue = TaskQueue.create({ jobId: 'job-a', runId: 'r', taskCount: plan.length, startedAt: 0 }, OPTIONS);
-  return new JobRunner(SPEC, plan, queue, channels as unknown as JobChannels, OPTIONS, '7:master-a:abcdef');
+  return new JobDriver(SPEC, plan, queue, channels as unknown as JobChannels, OPTIONS, '7:master-a:abcdef');
 }
 
-describe('job runner', () => {
-  test('job runner - a dispatch is persisted, under the term fence, before its task message goes out', async () => {
+describe('job driver', () => {
+  test('job driver - a dispatch is persisted, under the term fence, before its task message goes out', async () => {
     const channels = new RecordingChannels();
-    await runner(channels).tick(1);
+    await driver(channels).tick(1);
     expect(channels.calls).toEqual(['persist 0:pending,1:pending', 'publish 0', 'publish 1']);
     expect(new Set(channels.fences)).toEqual(new Set(['7:master-a:abcdef']));
   });
 
-  test('job runner - a write refused by the fence publishes nothing', async () => {
+  test('job driver - a write refused by the fence publishes nothing', async () => {
     const channels = new RecordingChannels();
     channels.refuse = true;
-    await expect(runner(channels).tick(1)).rejects.toThrow(FencedWriteError);
+    await expect(driver(channels).tick(1)).rejects.toThrow(FencedWriteError);
     expect(channels.calls).toEqual([]);
   });
 });

@@ -8,7 +8,7 @@ export const SERVED_JOB_STATES: ReadonlySet<JobRecord['state']> = new Set(['runn
  * The trainer's view of the jobs bucket: the latest record of every job, fed by a `JobWatch`,
  * with a way to wait for a job to serve and to hear when a job changes.
  */
-export class JobDirectory {
+export class JobRecordsView {
   private readonly records = new Map<string, JobRecord>();
   private readonly listeners = new Set<(jobId: string, record: JobRecord | null) => void>();
   private readonly done: Promise<void>;
