@@ -4,7 +4,7 @@ import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_NATS_URL, DEFAULT_REDIS_URL } from '#libs/config';
 import { LocalCluster, isAlive, readClusterFile, type ClusterFile } from '#libs/local-cluster';
-import { KV_BUCKETS, type MemberStatus } from '#libs/messaging';
+import { KV_BUCKETS, listBucketKeys, type MemberStatus } from '#libs/messaging';
 import { sleep } from '#libs/retry';
 import { Kvm } from '@nats-io/kv';
 import { CommandExit, type CliIo } from '../cli-io.js';
@@ -140,7 +140,7 @@ async function readMembers(io: CliIo, natsFlag?: string): Promise<MemberStatus[]
   try {
     const kv = await new Kvm(nc).create(KV_BUCKETS.members, { history: 1 });
     const members: MemberStatus[] = [];
-    for await (const key of await kv.keys()) {
+    for (const key of await listBucketKeys(nc, KV_BUCKETS.members)) {
       const entry = await kv.get(key);
       if (!entry || entry.operation !== 'PUT') continue;
       try {

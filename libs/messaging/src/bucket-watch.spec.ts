@@ -1,6 +1,7 @@
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { restartServer } from '../../../test/support/server-restart.js';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
+import { listBucketKeys } from './bucket-keys.js';
 import { watchBucket, type BucketWatch } from './bucket-watch.js';
 import { connectNats, type NatsConnection } from './nats-connection.js';
 
@@ -123,5 +124,88 @@ describe('bucket watch', () => {
     watch.stop();
     await done;
     expect(seen.map(text)).toEqual(['d1', 'd2']);
+  });
+
+  test('bucket watch - a watch that fails (the client stops it with an error) is opened again, not ended', async () => {
+    // Without this, a trainer's jobs watch that failed once ended its job loop for good.
+    let opened = 0;
+    const failing: KV = Object.create(kv) as KV;
+    failing.watch = async (opts) => {
+      opened += 1;
+      const inner = await kv.watch(opts);
+      if (opened > 1) return inner;
+      async function* thenFail() {
+        for await (const e of inner) {
+          yield e;
+          break;
+        }
+        inner.stop();
+        throw new Error('consumer deleted');
+      }
+      const entries = thenFail();
+      return Object.assign(Object.create(inner) as typeof inner, {
+        [Symbol.asyncIterator]: () => entries,
+        stop: () => inner.stop(),
+      });
+    };
+    await kv.put('e', 'e1');
+    const lines: string[] = [];
+    const watch = await watchBucket(failing, {
+      key: 'e',
+      logger: { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) },
+    });
+    const { seen, done, waitFor } = collect(watch);
+    await waitFor((e) => text(e) === 'e1');
+    await kv.put('e', 'e2');
+    await waitFor((e) => text(e) === 'e2');
+    watch.stop();
+    await done;
+    expect(opened).toBe(2);
+    expect(seen.map(text)).toEqual(['e1', 'e2']);
+    expect(lines.join('\n')).toContain('failed (consumer deleted)');
+  });
+
+  test('bucket watch - an updates-only watch skips current values, also when it is opened again before any change', async () => {
+    await kv.put('f', 'f1');
+    let opened = 0;
+    const ending: KV = Object.create(kv) as KV;
+    ending.watch = async (opts) => {
+      opened += 1;
+      const inner = await kv.watch(opts);
+      if (opened > 1) return inner;
+      // The first watch ends at once, before any change.
+      inner.stop();
+      return inner;
+    };
+    const watch = await watchBucket(ending, { key: 'f', updatesOnly: true });
+    const { seen, done, waitFor } = collect(watch);
+    await new Promise((r) => setTimeout(r, 0));
+    for (let i = 0; i < 100 && opened < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    await kv.put('f', 'f2');
+    await waitFor((e) => text(e) === 'f2');
+    watch.stop();
+    await done;
+    expect(opened).toBe(2);
+    expect(seen.map(text)).toEqual(['f2']);
+  });
+
+  test('bucket keys - listed by request, right after a NATS restart too', async () => {
+    const bucket = 'keys-test';
+    const keys = await new Kvm(nc).create(bucket, { history: 1 });
+    await keys.put('trainer.a', 'x');
+    await keys.put('trainer.b', 'y');
+    await keys.put('pserver.0', 'z');
+    expect((await listBucketKeys(nc, bucket, 'trainer.*')).sort()).toEqual(['trainer.a', 'trainer.b']);
+    expect((await listBucketKeys(nc, bucket)).sort()).toEqual(['pserver.0', 'trainer.a', 'trainer.b']);
+    await restartServer(servers, 'nats', { signal: 'SIGKILL', downMs: 500 });
+    let listed: string[] | undefined;
+    for (let i = 0; listed === undefined; i++) {
+      // Each attempt answers or fails within the request timeout: it never hangs.
+      listed = await listBucketKeys(nc, bucket, 'trainer.*').catch((err: Error) => {
+        if (i > 50) throw err;
+        return new Promise<undefined>((r) => setTimeout(() => r(undefined), 200));
+      });
+    }
+    expect(listed.sort()).toEqual(['trainer.a', 'trainer.b']);
   });
 });

@@ -1,4 +1,4 @@
-import type { KV, KvWatchEntry, KvWatchOptions } from '@nats-io/kv';
+import { KvWatchInclude, type KV, type KvWatchEntry, type KvWatchOptions } from '@nats-io/kv';
 import { errors } from '@nats-io/transport-node';
 import type { LineLogger } from '#libs/logging';
 import { retryWithBackoff } from '#libs/retry';
@@ -21,22 +21,28 @@ export interface BucketWatchOptions {
   name?: string;
   /** Told when the watch ended by itself and is opened again. */
   logger?: LineLogger;
+  /** Only changes made after the watch opened, not the current values. */
+  updatesOnly?: boolean;
 }
 
 /**
  * Watches a bucket like `kv.watch()` (the current value of each key, then every change), but
- * survives the end of the underlying watch: when the client library ends it (a server restart,
- * a consumer that could not be re-created), it is opened again from the revision after the last
- * one delivered, with backoff, until `stop()` or until the connection is closed. Entries come in
- * revision order and none is delivered twice.
+ * survives the end of the underlying watch: when the client library ends it or it fails (a
+ * server restart, a consumer that could not be re-created), it is opened again from the revision
+ * after the last one delivered, with backoff, until `stop()` or until the connection is closed.
+ * Entries come in revision order and none is delivered twice.
  * @throws whatever `kv.watch()` throws when the first watch cannot be opened.
  */
 export async function watchBucket(kv: KV, options: BucketWatchOptions = {}): Promise<BucketWatch> {
   const base: KvWatchOptions = options.key === undefined ? {} : { key: options.key };
   const name = options.name ?? `watch of ${options.key ?? 'every key'}`;
   const stopping = new AbortController();
-  let current: Awaited<ReturnType<KV['watch']>> | undefined = await kv.watch(base);
-  let lastRevision = 0;
+  // With updates only, a watch reopened before any change came resumes after the revision the
+  // bucket had when it first opened, not from the current values.
+  let lastRevision = options.updatesOnly ? (await kv.status()).streamInfo.state.last_seq : 0;
+  let current: Awaited<ReturnType<KV['watch']>> | undefined = await kv.watch(
+    options.updatesOnly ? { ...base, include: KvWatchInclude.UpdatesOnly } : base,
+  );
 
   function reopen(): Promise<boolean> {
     return retryWithBackoff(
@@ -71,14 +77,19 @@ export async function watchBucket(kv: KV, options: BucketWatchOptions = {}): Pro
 
   async function* entries(): AsyncGenerator<KvWatchEntry> {
     while (current !== undefined) {
-      for await (const entry of current) {
-        if (entry.revision <= lastRevision) continue;
-        lastRevision = entry.revision;
-        yield entry;
+      let ending = 'ended by itself';
+      try {
+        for await (const entry of current) {
+          if (entry.revision <= lastRevision) continue;
+          lastRevision = entry.revision;
+          yield entry;
+        }
+      } catch (err) {
+        ending = `failed (${(err as Error).message})`;
       }
       current = undefined;
       if (stopping.signal.aborted) return;
-      options.logger?.warn(`${name} ended by itself; opening it again`);
+      options.logger?.warn(`${name} ${ending}; opening it again`);
       if (!(await reopen())) return;
     }
   }

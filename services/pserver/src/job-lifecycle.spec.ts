@@ -56,7 +56,7 @@ describe('job lifecycle', () => {
     await buckets.jobs.put('garbage', new TextEncoder().encode('not json'));
 
     const shard = new ParameterShard({ shard: 0, dataDir: join(dir, 'data'), logger });
-    const lifecycle = new JobLifecycle(buckets.jobs, shard, { logger, retentionMs: 100 });
+    const lifecycle = new JobLifecycle(nc, buckets.jobs, shard, { logger, retentionMs: 100 });
     expect((await lifecycle.start()).sort()).toEqual(['live-a', 'live-b']);
 
     await shard.beginInit({ jobId: 'live-a', trainerId: 't', specJson: SPEC, params: PARAMS, shardCount: 1 });

@@ -1,5 +1,12 @@
-import { KvWatchInclude, type KV, type KvWatchEntry } from '@nats-io/kv';
-import { decodeJsonObject, type JobState } from '#libs/messaging';
+import type { KV, KvWatchEntry } from '@nats-io/kv';
+import {
+  KV_BUCKETS,
+  decodeJsonObject,
+  listBucketKeys,
+  watchBucket,
+  type JobState,
+  type NatsConnection,
+} from '#libs/messaging';
 import type { LineLogger } from '#libs/logging';
 import type { ParameterShard } from './parameter-shard.js';
 
@@ -26,6 +33,7 @@ export class JobLifecycle {
   private stopWatch: () => void = () => undefined;
 
   constructor(
+    private readonly nc: NatsConnection,
     private readonly jobs: KV,
     private readonly shard: ParameterShard,
     private readonly options: JobLifecycleOptions,
@@ -38,13 +46,18 @@ export class JobLifecycle {
    * job record are skipped.
    */
   async start(): Promise<string[]> {
-    const watch = await this.jobs.watch({ include: KvWatchInclude.UpdatesOnly });
+    // A watch the client library ends (a server restart) is opened again where it stopped.
+    const watch = await watchBucket(this.jobs, {
+      name: 'watch of the jobs bucket',
+      logger: this.options.logger,
+      updatesOnly: true,
+    });
     this.stopWatch = () => watch.stop();
     void (async () => {
-      for await (const entry of watch as AsyncIterable<KvWatchEntry>) this.onChange(entry);
-    })().catch((err: Error) => this.options.logger.warn(`jobs bucket watch ended: ${err.message}`));
+      for await (const entry of watch) this.onChange(entry);
+    })().catch((err: Error) => this.options.logger.warn(`following the jobs bucket failed: ${err.message}`));
     const live: string[] = [];
-    for await (const key of await this.jobs.keys()) {
+    for (const key of await listBucketKeys(this.nc, KV_BUCKETS.jobs)) {
       const entry = await this.jobs.get(key);
       if (entry?.operation === 'PUT' && LIVE_STATES.has(this.stateOf(entry) as JobState)) live.push(key);
     }

@@ -103,7 +103,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       logger: this.logger,
       onSnapshot: (jobId, shard, version) => this.announceSnapshot(jobId, shard, version),
     });
-    this.lifecycle = new JobLifecycle(this.buckets.jobs, this.shard, { logger: this.logger });
+    this.lifecycle = new JobLifecycle(this.nc, this.buckets.jobs, this.shard, { logger: this.logger });
     const live = await this.lifecycle.start();
     const resumed = await this.shard.preload(live);
     if (resumed.length > 0) this.logger.log(`resumed ${resumed.length} job(s) before serving: ${resumed.join(', ')}`);
