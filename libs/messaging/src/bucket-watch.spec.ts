@@ -36,6 +36,46 @@ function collect(watch: BucketWatch) {
 
 const text = (e: KvWatchEntry) => new TextDecoder().decode(e.value);
 
+/**
+ * `kv` whose first watch is cut short the way the client library cuts one: `after-first` ends it
+ * after its first entry, `fail` stops it with an error after its first entry, `at-once` ends it
+ * before any entry. Later watches are the bucket's own; `opened()` counts the watches.
+ */
+function interruptingFirstWatch(kv: KV, how: 'after-first' | 'fail' | 'at-once') {
+  let opened = 0;
+  const wrapped: KV = Object.create(kv) as KV;
+  wrapped.watch = async (opts) => {
+    opened += 1;
+    const inner = await kv.watch(opts);
+    if (opened > 1) return inner;
+    if (how === 'at-once') {
+      inner.stop();
+      return inner;
+    }
+    async function* cut() {
+      for await (const e of inner) {
+        yield e;
+        break;
+      }
+      inner.stop();
+      if (how === 'fail') throw new Error('consumer deleted');
+    }
+    const entries = cut();
+    return Object.assign(Object.create(inner) as typeof inner, {
+      [Symbol.asyncIterator]: () => entries,
+      stop: () => inner.stop(),
+    });
+  };
+  return { kv: wrapped, opened: () => opened };
+}
+
+/** A logger that keeps its lines. */
+function lineLogger() {
+  const lines: string[] = [];
+  const keep = (m: string) => void lines.push(m);
+  return { lines, logger: { log: keep, warn: keep, error: keep } };
+}
+
 describe('bucket watch', () => {
   let servers: TestServers;
   let nc: NatsConnection;
@@ -68,38 +108,17 @@ describe('bucket watch', () => {
   test('bucket watch - a watch the client library ends is opened again after the last revision, with nothing repeated', async () => {
     // The bucket's own watch is cut short after its first entry, as the client does when it
     // gives up on a consumer.
-    let opened = 0;
-    const cutting: KV = Object.create(kv) as KV;
-    cutting.watch = async (opts) => {
-      opened += 1;
-      const inner = await kv.watch(opts);
-      if (opened > 1) return inner;
-      async function* firstOnly() {
-        for await (const e of inner) {
-          yield e;
-          break;
-        }
-        inner.stop();
-      }
-      const entries = firstOnly();
-      return Object.assign(Object.create(inner) as typeof inner, {
-        [Symbol.asyncIterator]: () => entries,
-        stop: () => inner.stop(),
-      });
-    };
+    const cutting = interruptingFirstWatch(kv, 'after-first');
     await kv.put('c', 'c1');
-    const lines: string[] = [];
-    const watch = await watchBucket(cutting, {
-      key: 'c',
-      logger: { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) },
-    });
+    const { lines, logger } = lineLogger();
+    const watch = await watchBucket(cutting.kv, { key: 'c', logger });
     const { seen, done, waitFor } = collect(watch);
     await waitFor((e) => e.key === 'c' && text(e) === 'c1');
     await kv.put('c', 'c2');
     await waitFor((e) => text(e) === 'c2');
     watch.stop();
     await done;
-    expect(opened).toBe(2);
+    expect(cutting.opened()).toBe(2);
     expect(seen.map(text)).toEqual(['c1', 'c2']);
     expect(lines.join('\n')).toContain('ended by itself');
   });
@@ -128,64 +147,32 @@ describe('bucket watch', () => {
 
   test('bucket watch - a watch that fails (the client stops it with an error) is opened again, not ended', async () => {
     // Without this, a trainer's jobs watch that failed once ended its job loop for good.
-    let opened = 0;
-    const failing: KV = Object.create(kv) as KV;
-    failing.watch = async (opts) => {
-      opened += 1;
-      const inner = await kv.watch(opts);
-      if (opened > 1) return inner;
-      async function* thenFail() {
-        for await (const e of inner) {
-          yield e;
-          break;
-        }
-        inner.stop();
-        throw new Error('consumer deleted');
-      }
-      const entries = thenFail();
-      return Object.assign(Object.create(inner) as typeof inner, {
-        [Symbol.asyncIterator]: () => entries,
-        stop: () => inner.stop(),
-      });
-    };
+    const failing = interruptingFirstWatch(kv, 'fail');
     await kv.put('e', 'e1');
-    const lines: string[] = [];
-    const watch = await watchBucket(failing, {
-      key: 'e',
-      logger: { log: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) },
-    });
+    const { lines, logger } = lineLogger();
+    const watch = await watchBucket(failing.kv, { key: 'e', logger });
     const { seen, done, waitFor } = collect(watch);
     await waitFor((e) => text(e) === 'e1');
     await kv.put('e', 'e2');
     await waitFor((e) => text(e) === 'e2');
     watch.stop();
     await done;
-    expect(opened).toBe(2);
+    expect(failing.opened()).toBe(2);
     expect(seen.map(text)).toEqual(['e1', 'e2']);
     expect(lines.join('\n')).toContain('failed (consumer deleted)');
   });
 
   test('bucket watch - an updates-only watch skips current values, also when it is opened again before any change', async () => {
     await kv.put('f', 'f1');
-    let opened = 0;
-    const ending: KV = Object.create(kv) as KV;
-    ending.watch = async (opts) => {
-      opened += 1;
-      const inner = await kv.watch(opts);
-      if (opened > 1) return inner;
-      // The first watch ends at once, before any change.
-      inner.stop();
-      return inner;
-    };
-    const watch = await watchBucket(ending, { key: 'f', updatesOnly: true });
+    const ending = interruptingFirstWatch(kv, 'at-once');
+    const watch = await watchBucket(ending.kv, { key: 'f', updatesOnly: true });
     const { seen, done, waitFor } = collect(watch);
-    await new Promise((r) => setTimeout(r, 0));
-    for (let i = 0; i < 100 && opened < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 100 && ending.opened() < 2; i++) await new Promise((r) => setTimeout(r, 50));
     await kv.put('f', 'f2');
     await waitFor((e) => text(e) === 'f2');
     watch.stop();
     await done;
-    expect(opened).toBe(2);
+    expect(ending.opened()).toBe(2);
     expect(seen.map(text)).toEqual(['f2']);
   });
 

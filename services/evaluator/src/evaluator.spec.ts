@@ -16,6 +16,7 @@ import {
   type JobRecord,
   type JobSummary,
   type NatsConnection,
+  type StopReason,
 } from '#libs/messaging';
 import { Compressor, writeRecordFile } from '#libs/recordio';
 import type { LineLogger } from '#libs/logging';
@@ -127,6 +128,13 @@ describe('evaluator', () => {
     output: join(dir, 'out', id),
   });
 
+  /** The record the master writes when it stops a job now. */
+  const stoppedRecord = (record: Omit<JobRecord, 'state'>, reason: StopReason): JobRecord => ({
+    ...record,
+    state: 'stopped',
+    stoppedAt: new Date().toISOString(),
+    reason,
+  });
   const putRecord = async (record: JobRecord) => {
     await buckets.jobs.put(record.jobId, encodeJson(record));
   };
@@ -290,15 +298,7 @@ describe('evaluator', () => {
     expect(existsSync(join(spec.output, 'best', 'state.json'))).toBe(true);
 
     // Stopped by hand while no evaluator ran.
-    await putRecord({
-      jobId,
-      state: 'stopped',
-      spec,
-      epoch: 1,
-      startedAt,
-      stoppedAt: new Date().toISOString(),
-      reason: 'manual',
-    });
+    await putRecord(stoppedRecord({ jobId, spec, epoch: 1, startedAt }, 'manual'));
     params.current = { version: 5, params: scaledIdentity(template, 10) };
     const logger = quietLogger();
     const second = new Evaluator(nc, buckets, params, logger, { id: 'evaluator-test-3' });
@@ -364,15 +364,7 @@ describe('evaluator', () => {
       expect(String(stop.body['detail'])).toContain('at version 1');
       expect(logger.lines.join('\n')).toContain('resumed from the best checkpoint');
 
-      await putRecord({
-        jobId,
-        state: 'stopped',
-        spec,
-        epoch: 1,
-        startedAt,
-        stoppedAt: new Date().toISOString(),
-        reason: 'patience',
-      });
+      await putRecord(stoppedRecord({ jobId, spec, epoch: 1, startedAt }, 'patience'));
       await waitFor(() => eventsOf(jobId, 'model-exported')[0], 'export');
       const summary = JSON.parse(readFileSync(join(spec.output, 'summary.json'), 'utf8')) as JobSummary;
       expect(summary).toMatchObject({ stopReason: 'patience', bestValue: 1, bestVersion: 1 });
@@ -401,15 +393,7 @@ describe('evaluator', () => {
 
       // The master's side: the second epoch ends and the job stops on its budget.
       params.current = { version: 12, params: scaledIdentity(template, 10) };
-      await putRecord({
-        jobId,
-        state: 'stopped',
-        spec,
-        epoch: 2,
-        startedAt,
-        stoppedAt: new Date().toISOString(),
-        reason: 'maxEpochs',
-      });
+      await putRecord(stoppedRecord({ jobId, spec, epoch: 2, startedAt }, 'maxEpochs'));
       await waitFor(() => eventsOf(jobId, 'model-exported')[0], 'unscored export');
       const summary = JSON.parse(readFileSync(join(spec.output, 'summary.json'), 'utf8')) as JobSummary;
       expect(summary).toMatchObject({ stopReason: 'maxEpochs', bestValue: null, bestVersion: 12, epochs: 2 });
@@ -446,15 +430,7 @@ describe('evaluator', () => {
       expect(stops.filter((s) => s.subject === SUBJECTS.stop(jobId))).toEqual([]);
 
       // The master stops the job on its time budget; the evaluator exports as for any stop.
-      await putRecord({
-        jobId,
-        state: 'stopped',
-        spec,
-        epoch: 2,
-        startedAt,
-        stoppedAt: new Date().toISOString(),
-        reason: 'maxSeconds',
-      });
+      await putRecord(stoppedRecord({ jobId, spec, epoch: 2, startedAt }, 'maxSeconds'));
       await waitFor(() => eventsOf(jobId, 'model-exported')[0], 'export after the budget stop');
       const summary = JSON.parse(readFileSync(join(spec.output, 'summary.json'), 'utf8')) as JobSummary;
       expect(summary).toMatchObject({ stopReason: 'maxSeconds', bestValue: 1, bestVersion: 20, epochs: 2 });

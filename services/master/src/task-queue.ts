@@ -8,6 +8,7 @@ import type {
   TaskReport,
   TaskReportReply,
 } from '#libs/messaging';
+import { epochBudgetSpent, timeBudgetSpent, type JobBudget } from './job-budget.js';
 import { recordDuration, taskTimeoutMs, type TaskTimeoutPolicy } from './task-timeout.js';
 
 /** Epoch accounts kept in memory (and shown in status): the current one and a few before it. */
@@ -98,14 +99,10 @@ export interface Dispatch {
 }
 
 /** Limits of a job's queue, from its spec. */
-export interface TaskQueueOptions {
+export interface TaskQueueOptions extends JobBudget {
   /** A task failing (or timing out) more often than this in one epoch is discarded for the epoch. */
   maxTaskFailures: number;
   timeout: TaskTimeoutPolicy;
-  /** `stop.maxEpochs`: the job stops (reason maxEpochs) when the epoch counter reaches this. */
-  maxEpochs?: number;
-  /** `stop.maxSeconds`: the job stops (reason maxSeconds) this long after it started. */
-  maxSeconds?: number;
   /** Most distinct trainers holding claimed tasks at once; a claim beyond is refused `full`. */
   maxTrainers?: number;
   /** Epoch accounts kept; default {@link KEPT_EPOCHS}. */
@@ -381,11 +378,9 @@ export class TaskQueue {
         change.tasks.push(this.fail(t, 'timeout', events));
       }
     }
-    const maxSeconds = this.options.maxSeconds;
-    if (maxSeconds !== undefined && now - this.s.startedAt >= maxSeconds * 1000) {
-      const ranSeconds = ((now - this.s.startedAt) / 1000).toFixed(1);
-      const detail = `time budget spent: ${ranSeconds} s since the job started, stop.maxSeconds is ${maxSeconds}`;
-      this.stopInto(change, events, 'maxSeconds', detail);
+    const outOfTime = timeBudgetSpent(this.options, this.s.startedAt, now);
+    if (outOfTime !== undefined) {
+      this.stopInto(change, events, outOfTime.reason, outOfTime.detail);
       return { result: expired, change, events };
     }
     if (expired === 0) return { result: 0, change: null, events: [] };
@@ -468,11 +463,8 @@ export class TaskQueue {
       discarded: c.discarded,
       doneCounts: { ...account.doneCounts },
     });
-    const maxEpochs = this.options.maxEpochs;
-    if (maxEpochs !== undefined && this.s.epoch >= maxEpochs) {
-      const detail = `epoch budget spent: ${this.s.epoch} epochs completed, stop.maxEpochs is ${maxEpochs}`;
-      this.stopInto(change, events, 'maxEpochs', detail);
-    }
+    const outOfEpochs = epochBudgetSpent(this.options, this.s.epoch);
+    if (outOfEpochs !== undefined) this.stopInto(change, events, outOfEpochs.reason, outOfEpochs.detail);
   }
 
   private stopInto(change: QueueChange, events: JobEventInput[], reason: StopReason, detail: string | undefined): void {
