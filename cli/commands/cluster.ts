@@ -133,6 +133,8 @@ export interface PsRow {
   samplesPerSecond: number | null;
   shard: number | null;
   versions: Record<string, number> | null;
+  /** Mean milliseconds per step of each phase, as the member last reported (see `MemberStatus`). */
+  stepPhases: Record<string, number> | null;
 }
 
 async function readMembers(io: CliIo, natsFlag?: string): Promise<MemberStatus[]> {
@@ -169,6 +171,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
     samplesPerSecond: m.samplesPerSecond ?? null,
     shard: m.shard ?? null,
     versions: m.versions ?? null,
+    stepPhases: m.stepPhases ?? null,
   }));
   const livePids = new Set(rows.map((r) => r.pid));
   for (const s of local?.services ?? []) {
@@ -186,6 +189,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
       samplesPerSecond: null,
       shard: null,
       versions: null,
+      stepPhases: null,
     });
   }
   return rows.sort((a, b) => order.indexOf(a.role) - order.indexOf(b.role) || a.id.localeCompare(b.id));

@@ -96,6 +96,12 @@ export interface MemberStatus {
   taskId?: number;
   backend?: string;
   samplesPerSecond?: number;
+  /**
+   * Where a step's time goes: mean milliseconds per step of each phase since the previous
+   * update (trainer: `wait`, `decode`, `load`, `train`, `getUpdate`, `push`, `idle`; pserver:
+   * `barrier`, `update`).
+   */
+  stepPhases?: Record<string, number>;
   shard?: number;
   versions?: Record<string, number>;
   leader?: boolean;

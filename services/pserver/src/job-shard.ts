@@ -12,6 +12,7 @@ import { ShardMembership } from './shard-membership.js';
 import { ShardParameters } from './shard-parameters.js';
 import { RecoveryStep, resumedShard, type ResumedShard } from './shard-recovery.js';
 import { SnapshotStore, type Snapshot } from './snapshot-store.js';
+import { StepTiming } from './step-timing.js';
 import { SyncBarrier } from './sync-barrier.js';
 import { VersionWaiters } from './version-waiters.js';
 
@@ -77,6 +78,8 @@ export class JobShard {
   private readonly ownership: ParameterOwnership;
   private readonly election: InitElection;
   private readonly barrier: SyncBarrier;
+  /** Where the step time goes (`stepTiming`). */
+  private readonly timing = new StepTiming();
   private readonly membership: ShardMembership;
   private readonly validation: PushValidation;
   private readonly waiters: VersionWaiters;
@@ -264,6 +267,7 @@ export class JobShard {
       return { version: this.version, accepted: true };
     }
     if (this.barrier.hasContributed(trainerId)) return { version: this.version, accepted: false };
+    this.timing.opened();
     this.barrier.add(trainerId, samples, gradients);
     this.maybeStep();
     return { version: this.version, accepted: true };
@@ -278,6 +282,11 @@ export class JobShard {
     if (!this.initialized || !this.recovery.stepsForPull(this.version, minVersion)) return;
     this.recovery.close();
     this.step(this.barrier.pending > 0 ? this.barrier.take().average : undefined);
+  }
+
+  /** Mean milliseconds per step of the barrier and the update since the last call. */
+  stepTiming(): ReturnType<StepTiming['take']> {
+    return this.timing.take();
   }
 
   /**
@@ -371,7 +380,7 @@ export class JobShard {
 
   /** One step (`gradient-step.ts`), then what follows a new version: snapshot, waiters, hooks. */
   private step(gradients: ReadonlyMap<string, Float32Array> | undefined): void {
-    const version = takeStep(this.params, gradients, this.settings);
+    const version = this.timing.update(() => takeStep(this.params, gradients, this.settings));
     if (SnapshotStore.due(version, this.settings.evaluationEverySteps)) {
       this.snapshots.add(this.read());
       this.hooks.onSnapshot?.(this, version);

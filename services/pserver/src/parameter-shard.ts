@@ -177,6 +177,7 @@ export class ParameterShard {
     job.close();
     this.jobs.delete(jobId);
     this.checkpoints.delete(jobId);
+    this.recovery.forget(jobId);
     this.logger.log(`job ${jobId}: stopped; checkpointed at version ${job.version} and dropped from memory`);
   }
 
@@ -195,6 +196,7 @@ export class ParameterShard {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     for (const job of this.jobs.values()) job.close();
+    this.recovery.forgetAll();
   }
 
   /** The job, from memory or from its checkpoint; `JobUnknownToShardError` when neither has it. */
@@ -230,6 +232,25 @@ export class ParameterShard {
     return Object.fromEntries([...this.jobs.values()].map((j) => [j.jobId, j.version]));
   }
 
+  /**
+   * Mean milliseconds per step of the barrier and the update since the last call, over every
+   * job that stepped (weighted by steps); undefined when none did.
+   */
+  stepPhases(): { barrier: number; update: number } | undefined {
+    let steps = 0;
+    let barrier = 0;
+    let update = 0;
+    for (const job of this.jobs.values()) {
+      const t = job.stepTiming();
+      if (!t) continue;
+      steps += t.steps;
+      barrier += t.barrier * t.steps;
+      update += t.update * t.steps;
+    }
+    if (steps === 0) return undefined;
+    return { barrier: Math.round((barrier / steps) * 100) / 100, update: Math.round((update / steps) * 100) / 100 };
+  }
+
   /** Ends every waiting pull with `ShardClosingError` (shutdown); later waits fail at once. */
   endWaits(): void {
     for (const job of this.jobs.values()) job.close();
@@ -254,6 +275,7 @@ export class ParameterShard {
       }
     }
     await Promise.all(saves);
+    this.recovery.forgetAll();
     await Promise.all([...this.checkpoints.values()].map((s) => s.chain));
   }
 

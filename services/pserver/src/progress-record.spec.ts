@@ -8,7 +8,7 @@ import {
   encodeProgressRecord,
   readProgressRecord,
   syncProgressRecord,
-  writeProgressRecord,
+  ProgressRecordFile,
   type ProgressRecord,
 } from './progress-record.js';
 
@@ -69,20 +69,60 @@ describe('progress record', () => {
 
   it('progress record - each write replaces the record whole and leaves no temporary file', async () => {
     expect(readProgressRecord(dir)).toBeUndefined();
-    for (let v = 0; v < 20; v++) writeProgressRecord(dir, record(v));
-    writeProgressRecord(dir, record(20), true);
+    const file = new ProgressRecordFile(dir);
+    for (let v = 0; v < 20; v++) {
+      file.write(record(v));
+      expect(readProgressRecord(dir)).toEqual(record(v));
+    }
+    file.write(record(20), true);
     await syncProgressRecord(dir);
     expect(readProgressRecord(dir)).toEqual(record(20));
     expect(await readdir(dir)).toEqual([PROGRESS_RECORD_FILE]);
+    file.close();
+  });
+
+  it('progress record - a record too big for the slots makes a file with bigger ones', async () => {
+    const file = new ProgressRecordFile(dir);
+    file.write(record(1));
+    const crowd = {
+      ...record(2),
+      members: Array.from({ length: 300 }, (_, i) => ({ trainerId: `trainer-${i}`, countedFrom: i })),
+    };
+    file.write(crowd);
+    expect(readProgressRecord(dir)).toEqual(crowd);
+    file.write(record(3));
+    expect(readProgressRecord(dir)).toEqual(record(3));
+    file.close();
+  });
+
+  it('progress record - a slot torn by a crash leaves the record before it', async () => {
+    const file = new ProgressRecordFile(dir);
+    file.write(record(6));
+    file.write(record(7));
+    file.close();
+    const path = join(dir, PROGRESS_RECORD_FILE);
+    const bytes = await readFile(path);
+    // Version 7 went to the first slot (the second write); tear it.
+    expect(bytes.indexOf('"version":7')).toBeLessThan(bytes.length / 2);
+    bytes.fill(0, 30, bytes.length / 2);
+    await writeFile(path, bytes);
+    expect(readProgressRecord(dir)).toEqual(record(6));
+  });
+
+  it('progress record - a file of one record (the earlier format) is read', async () => {
+    await writeFile(join(dir, PROGRESS_RECORD_FILE), encodeProgressRecord(record(4)));
+    expect(readProgressRecord(dir)).toEqual(record(4));
   });
 
   it('progress record - a damaged record is an error naming the file', async () => {
-    writeProgressRecord(dir, record(7));
+    const file = new ProgressRecordFile(dir);
+    file.write(record(7));
+    file.close();
     const path = join(dir, PROGRESS_RECORD_FILE);
-    const text = await readFile(path, 'utf8');
-    await writeFile(path, text.replace('"version":7', '"version":9'));
+    const text = await readFile(path, 'latin1');
+    await writeFile(path, text.replaceAll('"version":7', '"version":9'), 'latin1');
     expect(() => readProgressRecord(dir)).toThrow(new RegExp(`progress record ${path} is damaged: CRC-32 mismatch`));
-    await writeFile(path, text.slice(0, 20));
+    await writeFile(path, text.slice(0, 20), 'latin1');
     expect(() => readProgressRecord(dir)).toThrow(/is damaged/);
   });
 });

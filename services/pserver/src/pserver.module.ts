@@ -164,7 +164,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
 
   private reportVersions(): void {
     const versions = this.shard?.versions() ?? {};
-    this.beacon?.update({ versions });
+    this.beacon?.update({ versions, stepPhases: this.shard?.stepPhases() });
   }
 }
 

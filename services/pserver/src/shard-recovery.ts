@@ -37,12 +37,7 @@ import { createOptimizerState, type OptimizerKernel } from '#libs/optimizer';
 import { loadCheckpoint, type CheckpointData } from './checkpoint.js';
 import { CheckpointError } from './errors.js';
 import type { LineLogger } from '#libs/logging';
-import {
-  readProgressRecord,
-  writeProgressRecord,
-  type ProgressRecord,
-  type RecordedMember,
-} from './progress-record.js';
+import { ProgressRecordFile, readProgressRecord, type ProgressRecord, type RecordedMember } from './progress-record.js';
 import type { ShardParam } from './shard-parameters.js';
 
 /** What a job shard resumes with: the checkpoint's parameters at the version it had reached. */
@@ -129,6 +124,9 @@ export interface ResumePoint {
  * resumes from, and keeps the progress record current while the job runs.
  */
 export class ShardRecovery {
+  /** Each running job's progress record, kept open. */
+  private readonly records = new Map<string, ProgressRecordFile>();
+
   constructor(private readonly options: ShardRecoveryOptions) {}
 
   /**
@@ -187,10 +185,26 @@ export class ShardRecovery {
    */
   record(jobId: string, version: number, members: RecordedMember[]): void {
     try {
-      writeProgressRecord(this.options.jobDir(jobId), { jobId, shard: this.options.shard, version, members });
+      let file = this.records.get(jobId);
+      if (file === undefined) {
+        file = new ProgressRecordFile(this.options.jobDir(jobId));
+        this.records.set(jobId, file);
+      }
+      file.write({ jobId, shard: this.options.shard, version, members });
     } catch (err) {
       this.options.logger.error(`job ${jobId}: progress record not written: ${(err as Error).message}`);
     }
+  }
+
+  /** Closes the job's progress record (the job was dropped from memory); it stays on disk. */
+  forget(jobId: string): void {
+    this.records.get(jobId)?.close();
+    this.records.delete(jobId);
+  }
+
+  /** Closes every progress record (the shard is closing or lost its lease). */
+  forgetAll(): void {
+    for (const jobId of [...this.records.keys()]) this.forget(jobId);
   }
 }
 

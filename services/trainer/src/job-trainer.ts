@@ -18,6 +18,7 @@ import { PserverOutageError } from './errors.js';
 import { MinibatchReader, type ChunkSource } from './minibatch-reader.js';
 import { QuorumMembership } from './quorum-membership.js';
 import { TaskLease } from './task-lease.js';
+import { StepPhases } from './step-phases.js';
 import { ThroughputMeter } from './throughput.js';
 import { TrainingLoop, type TaskOutcome, type TaskSignals } from './training-loop.js';
 
@@ -132,6 +133,7 @@ export class JobTrainer {
         pullWaitMs: this.deps.pullWaitMs,
         outageBudgetMs: this.deps.pserverOutageBudgetMs,
         onMinibatch: (samples, versions) => reporter.minibatch(samples, versions),
+        phases: reporter.phases,
         onWait: (message) => logger.log(`job ${jobId}: ${message}`),
         onReconnect: async () => {
           logger.log(`job ${jobId}: parameter servers answer again; rejoining the quorum`);
@@ -271,6 +273,8 @@ export class JobTrainer {
 /** Keeps the rate, the progress lines and the member status of a running job. */
 class ProgressReporter {
   private readonly meter = new ThroughputMeter(THROUGHPUT_WINDOW_MS);
+  /** Where the time of the steps goes, published with each status update. */
+  readonly phases = new StepPhases();
   private task: ClaimedTask | undefined;
   private lastLogAt = Date.now();
   private lastStatusAt = 0;
@@ -282,17 +286,22 @@ class ProgressReporter {
 
   startTask(task: ClaimedTask): void {
     this.task = task;
-    this.lastStatusAt = Date.now();
-    this.deps.status?.({ state: 'training', jobId: this.jobId, taskId: task.taskId, samplesPerSecond: this.rate() });
+    // The step phases go out at most once per status interval, so each covers many steps even
+    // when tasks are short.
+    const phases = this.statusDue(Date.now()) ? { stepPhases: this.phases.take() } : {};
+    this.deps.status?.({
+      state: 'training',
+      jobId: this.jobId,
+      taskId: task.taskId,
+      samplesPerSecond: this.rate(),
+      ...phases,
+    });
   }
 
   minibatch(samples: number, versions: readonly number[]): void {
     this.meter.add(samples);
     const now = Date.now();
-    if (now - this.lastStatusAt >= (this.deps.statusUpdateIntervalMs ?? STATUS_UPDATE_INTERVAL_MS)) {
-      this.lastStatusAt = now;
-      this.deps.status?.({ samplesPerSecond: this.rate() });
-    }
+    if (this.statusDue(now)) this.deps.status?.({ samplesPerSecond: this.rate(), stepPhases: this.phases.take() });
     if (now - this.lastLogAt >= (this.deps.progressLogIntervalMs ?? PROGRESS_LOG_INTERVAL_MS)) {
       this.lastLogAt = now;
       const version =
@@ -303,6 +312,13 @@ class ProgressReporter {
         `job ${this.jobId} epoch ${this.task?.epoch} task ${this.task?.taskId}: ${this.rate()} samples/s, version ${version}`,
       );
     }
+  }
+
+  /** True (and the interval restarts) when a status update with the step phases is due. */
+  private statusDue(now: number): boolean {
+    if (now - this.lastStatusAt < (this.deps.statusUpdateIntervalMs ?? STATUS_UPDATE_INTERVAL_MS)) return false;
+    this.lastStatusAt = now;
+    return true;
   }
 
   private rate(): number {

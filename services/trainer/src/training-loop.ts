@@ -8,6 +8,7 @@ import { InterruptedError, unlessAborted } from './abort-race.js';
 import { GradientRetriesExhaustedError } from './errors.js';
 import type { MinibatchReader } from './minibatch-reader.js';
 import { PserverOutage, failedShards, isTransientPserverFailure } from './pserver-outage.js';
+import { StepPhases } from './step-phases.js';
 
 /** The calls the training loop makes on the parameter servers (a `ShardedPserverClient`). */
 export type ParameterService = Pick<ShardedPserverClient, 'pushGradients' | 'pullParams' | 'status'>;
@@ -49,6 +50,8 @@ export interface TrainingLoopOptions {
    * shard that restarted has forgotten its quorum, so the trainer joins it again here.
    */
   onReconnect?: () => Promise<void> | void;
+  /** Where the phases of each step are timed; a private one when not given. */
+  phases?: StepPhases;
 }
 
 /** What one minibatch came to. */
@@ -83,6 +86,7 @@ export class TrainingLoop {
   /** Shard versions the next minibatch needs at least. */
   private needed: number[] | number = 0;
   private readonly outage: PserverOutage;
+  private readonly phases: StepPhases;
 
   constructor(
     private readonly learner: Learner,
@@ -90,6 +94,7 @@ export class TrainingLoop {
     private readonly options: TrainingLoopOptions,
   ) {
     this.outage = new PserverOutage({ budgetMs: options.outageBudgetMs, initialBackoffMs: options.retryBackoffMs });
+    this.phases = options.phases ?? new StepPhases();
   }
 
   /** Shard versions of the parameters the learner holds (empty before the first pull). */
@@ -97,16 +102,29 @@ export class TrainingLoop {
     return this.held ?? [];
   }
 
-  /** Trains on every minibatch of a task and says how it ended; never throws. */
+  /**
+   * Trains on every minibatch of a task and says how it ended; never throws. The next minibatch
+   * is read while the current one trains and is pushed, so reading waits on the disk at most
+   * once per chunk.
+   */
   async runTask(task: ClaimedTask, reader: MinibatchReader, signals: TaskSignals): Promise<TaskOutcome> {
     const either = AbortSignal.any([signals.stop, signals.preempt]);
+    const batches = reader.batches(task.chunks);
     let samples = 0;
+    this.phases.pause();
     try {
-      // Signals are looked at before each minibatch, so a preempted task whose last minibatch
-      // was pushed is reported done rather than handed back.
-      for await (const batch of reader.batches(task.chunks)) {
+      let next = batches.next();
+      for (;;) {
+        const item = await this.phases.time('decode', () => next);
+        if (item.done) break;
+        const batch = item.value;
+        // Signals are looked at before each minibatch, so a preempted task whose last minibatch
+        // was pushed is reported done rather than handed back.
         if (signals.stop.aborted) return { kind: 'abandoned', samples };
         if (signals.preempt.aborted) return { kind: 'returned', samples };
+        next = batches.next();
+        // A read that fails is reported when its minibatch is reached, not while this one trains.
+        next.catch(() => undefined);
         if ((await this.trainMinibatch(batch, either)) === 'interrupted') {
           return signals.stop.aborted ? { kind: 'abandoned', samples } : { kind: 'returned', samples };
         }
@@ -115,6 +133,8 @@ export class TrainingLoop {
     } catch (err) {
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
       return { kind: 'failed', samples, error: (err as Error).message ?? String(err), cause: err };
+    } finally {
+      await batches.return(undefined).catch(() => undefined);
     }
     if (signals.stop.aborted) return { kind: 'abandoned', samples };
     return { kind: 'done', samples };
@@ -137,12 +157,12 @@ export class TrainingLoop {
         if (err instanceof InterruptedError) return 'interrupted';
         throw err;
       }
-      await this.learner.train(batch);
-      const update = this.learner.getUpdate();
+      await this.phases.time('train', () => this.learner.train(batch));
+      const update = this.phases.timeSync('getUpdate', () => this.learner.getUpdate());
       const held = this.held!;
       let outcome: PushOutcome;
       try {
-        outcome = await this.params.pushGradients(held, batch.size, update, { signal });
+        outcome = await this.phases.time('push', () => this.params.pushGradients(held, batch.size, update, { signal }));
       } catch (err) {
         if (!isTransientPserverFailure(err)) throw err;
         await this.pause(err, signal);
@@ -160,6 +180,7 @@ export class TrainingLoop {
           this.options.mode === 'sync'
             ? held.map((v, k) => Math.max(v + 1, outcome.versions[k] ?? 0))
             : held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
+        this.phases.endStep();
         this.options.onMinibatch?.(batch.size, held);
         return 'pushed';
       }
@@ -194,9 +215,11 @@ export class TrainingLoop {
       if (signal.aborted) throw new InterruptedError();
       let pulled;
       try {
-        pulled = await unlessAborted(
-          this.params.pullParams(this.needed, { waitMs, sameVersion: uniform(this.needed), signal }),
-          signal,
+        pulled = await this.phases.time('wait', () =>
+          unlessAborted(
+            this.params.pullParams(this.needed, { waitMs, sameVersion: uniform(this.needed), signal }),
+            signal,
+          ),
         );
       } catch (err) {
         if (err instanceof InterruptedError) throw err;
@@ -217,7 +240,7 @@ export class TrainingLoop {
       }
       await this.reconnected();
       if (!sameVersions(this.held, pulled.versions)) {
-        this.learner.setParams(pulled.tensors);
+        this.phases.timeSync('load', () => this.learner.setParams(pulled.tensors));
         this.held = [...pulled.versions];
       }
       return;

@@ -1,0 +1,64 @@
+import { StepPhases } from './step-phases.js';
+
+describe('step phases', () => {
+  let now = 0;
+  const phases = () => new StepPhases(() => now);
+
+  beforeEach(() => {
+    now = 1000;
+  });
+
+  it('step phases - means per step of each phase, the rest of the wall time as idle', async () => {
+    const p = phases();
+    for (let step = 0; step < 2; step++) {
+      await p.time('wait', async () => {
+        now += 3;
+      });
+      p.timeSync('train', () => {
+        now += 10;
+      });
+      p.add('push', 5);
+      now += 5;
+      now += 2; // bookkeeping between the push and the end of the step
+      p.endStep();
+    }
+    expect(p.take()).toEqual({ wait: 3, decode: 0, load: 0, train: 10, getUpdate: 0, push: 5, idle: 2 });
+  });
+
+  it('step phases - each take starts a new window; none without a step', () => {
+    const p = phases();
+    expect(p.take()).toBeUndefined();
+    p.add('train', 4);
+    now += 4;
+    p.endStep();
+    expect(p.take()?.train).toBe(4);
+    expect(p.take()).toBeUndefined();
+  });
+
+  it('step phases - a pause between tasks is not counted as idle', () => {
+    const p = phases();
+    p.timeSync('train', () => {
+      now += 4;
+    });
+    p.endStep();
+    now += 500;
+    p.pause();
+    p.timeSync('train', () => {
+      now += 4;
+    });
+    p.endStep();
+    expect(p.take()).toMatchObject({ train: 4, idle: 0 });
+  });
+
+  it('step phases - a phase that throws is still timed', async () => {
+    const p = phases();
+    await expect(
+      p.time('push', async () => {
+        now += 7;
+        throw new Error('refused');
+      }),
+    ).rejects.toThrow('refused');
+    p.endStep();
+    expect(p.take()?.push).toBe(7);
+  });
+});

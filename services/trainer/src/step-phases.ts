@@ -1,0 +1,94 @@
+import { performance } from 'node:perf_hooks';
+
+/**
+ * The phases of one training step, as the training loop times them:
+ * - `wait`: pulling parameters (the pull call, including the pserver's wait for the version);
+ * - `decode`: reading and decoding the minibatch's records;
+ * - `load`: loading pulled parameters into the learner;
+ * - `train`: the learner's forward and backward pass;
+ * - `getUpdate`: reading the update out of the learner;
+ * - `push`: the push call (encoding, transfer, the pserver taking it);
+ * - `idle`: the rest of the step's wall time (bookkeeping, status, the event loop).
+ */
+export const STEP_PHASES = ['wait', 'decode', 'load', 'train', 'getUpdate', 'push', 'idle'] as const;
+
+/** One of {@link STEP_PHASES}. */
+export type StepPhase = (typeof STEP_PHASES)[number];
+
+/**
+ * Where the time of a trainer's steps goes: milliseconds spent in each phase, summed until
+ * `take` returns them as means per step and starts a new window. `idle` is what the step's wall
+ * time (from the end of the previous step) leaves over after the timed phases.
+ */
+export class StepPhases {
+  private readonly totals = new Map<StepPhase, number>();
+  private steps = 0;
+  private wallMs = 0;
+  private stepStart: number | undefined;
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  /** Runs `fn` and adds its duration to `phase`. */
+  async time<T>(phase: Exclude<StepPhase, 'idle'>, fn: () => Promise<T> | T): Promise<T> {
+    const start = this.now();
+    try {
+      return await fn();
+    } finally {
+      this.add(phase, this.now() - start);
+    }
+  }
+
+  /** Runs the synchronous `fn` and adds its duration to `phase`. */
+  timeSync<T>(phase: Exclude<StepPhase, 'idle'>, fn: () => T): T {
+    const start = this.now();
+    try {
+      return fn();
+    } finally {
+      this.add(phase, this.now() - start);
+    }
+  }
+
+  /** Adds `ms` to `phase`. */
+  add(phase: Exclude<StepPhase, 'idle'>, ms: number): void {
+    this.stepStart ??= this.now() - ms;
+    this.totals.set(phase, (this.totals.get(phase) ?? 0) + ms);
+  }
+
+  /** Ends a step: its wall time runs from the end of the previous one (or its first phase). */
+  endStep(): void {
+    const now = this.now();
+    this.wallMs += now - (this.stepStart ?? now);
+    this.stepStart = now;
+    this.steps += 1;
+  }
+
+  /** Forgets when the last step ended, so a pause between tasks does not count as idle. */
+  pause(): void {
+    this.stepStart = undefined;
+  }
+
+  /**
+   * Mean milliseconds per step of each phase since the last call, rounded to 0.01 ms, then a new
+   * window starts; undefined when no step ended since.
+   */
+  take(): Record<StepPhase, number> | undefined {
+    if (this.steps === 0) return undefined;
+    const mean = {} as Record<StepPhase, number>;
+    let timed = 0;
+    for (const phase of STEP_PHASES) {
+      if (phase === 'idle') continue;
+      const total = this.totals.get(phase) ?? 0;
+      timed += total;
+      mean[phase] = round(total / this.steps);
+    }
+    mean.idle = round(Math.max(0, this.wallMs - timed) / this.steps);
+    this.totals.clear();
+    this.steps = 0;
+    this.wallMs = 0;
+    return mean;
+  }
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}
