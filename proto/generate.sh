@@ -7,6 +7,6 @@ mkdir -p proto/generated
 protoc \
   --plugin=protoc-gen-ts_proto=./node_modules/.bin/protoc-gen-ts_proto \
   --ts_proto_out=proto/generated \
-  --ts_proto_opt=outputServices=grpc-js,esModuleInterop=true,importSuffix=.js,env=node,forceLong=number,useOptionals=messages,removeEnumPrefix=true,unrecognizedEnum=false,useExactTypes=false \
+  --ts_proto_opt=outputServices=grpc-js,esModuleInterop=true,importSuffix=.js,env=both,forceLong=number,useOptionals=messages,removeEnumPrefix=true,unrecognizedEnum=false,useExactTypes=false \
   --proto_path=proto \
   proto/*.proto

@@ -104,7 +104,7 @@ export interface Tensor {
   name: string;
   dtype: DataType;
   shape: number[];
-  data: Buffer;
+  data: Uint8Array;
   offset: number;
 }
 
@@ -249,7 +249,7 @@ export interface StatusReply {
 }
 
 function createBaseTensor(): Tensor {
-  return { name: "", dtype: 0, shape: [], data: Buffer.alloc(0), offset: 0 };
+  return { name: "", dtype: 0, shape: [], data: new Uint8Array(0), offset: 0 };
 }
 
 export const Tensor: MessageFns<Tensor> = {
@@ -328,7 +328,7 @@ export const Tensor: MessageFns<Tensor> = {
               break;
             }
 
-            message.data = Buffer.from(reader.bytes());
+            message.data = reader.bytes();
             continue;
           }
           case 5: {
@@ -356,7 +356,7 @@ export const Tensor: MessageFns<Tensor> = {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       dtype: isSet(object.dtype) ? dataTypeFromJSON(object.dtype) : 0,
       shape: globalThis.Array.isArray(object?.shape) ? object.shape.map((e: any) => globalThis.Number(e)) : [],
-      data: isSet(object.data) ? Buffer.from(bytesFromBase64(object.data)) : Buffer.alloc(0),
+      data: isSet(object.data) ? bytesFromBase64(object.data) : new Uint8Array(0),
       offset: isSet(object.offset) ? globalThis.Number(object.offset) : 0,
     };
   },
@@ -389,7 +389,7 @@ export const Tensor: MessageFns<Tensor> = {
     message.name = object.name ?? "";
     message.dtype = object.dtype ?? 0;
     message.shape = object.shape?.map((e) => e) || [];
-    message.data = object.data ?? Buffer.alloc(0);
+    message.data = object.data ?? new Uint8Array(0);
     message.offset = object.offset ?? 0;
     return message;
   },
@@ -2685,11 +2685,28 @@ export const ParameterServerClient = makeGenericClientConstructor(
 };
 
 function bytesFromBase64(b64: string): Uint8Array {
-  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+  if ((globalThis as any).Buffer) {
+    return Uint8Array.from((globalThis as any).Buffer.from(b64, "base64"));
+  } else {
+    const bin = globalThis.atob(b64);
+    const arr = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; ++i) {
+      arr[i] = bin.charCodeAt(i);
+    }
+    return arr;
+  }
 }
 
 function base64FromBytes(arr: Uint8Array): string {
-  return globalThis.Buffer.from(arr).toString("base64");
+  if ((globalThis as any).Buffer) {
+    return (globalThis as any).Buffer.from(arr).toString("base64");
+  } else {
+    const bin: string[] = [];
+    arr.forEach((byte) => {
+      bin.push(globalThis.String.fromCharCode(byte));
+    });
+    return globalThis.btoa(bin.join(""));
+  }
 }
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;

@@ -24,7 +24,9 @@ export {
   toNamedTensor,
   typedArrayOf,
 } from './tensor-codec.js';
-export { DataType, ParameterServerClient, ParameterServerService } from '#proto/generated/pserver.js';
+export { DataType } from '#proto/generated/pserver.js';
+export { ParameterServerClient, ParameterServerService } from './service-definition.js';
+export { ALIGNMENT_FIELD, encodeInitChunk, encodePullChunk, encodePushChunk } from './tensor-wire.js';
 
 export type { ParamSize } from './sharding.js';
 export type { AssembledTensor, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';

@@ -97,7 +97,10 @@ export function* tensorParts(
   } while (offset < bytes.length);
 }
 
-/** A tensor put back together from its parts; `bytes` is its own aligned buffer. */
+/**
+ * A tensor put back together from its parts; `bytes` is aligned for its dtype and shared with
+ * nothing else (a buffer of its own, or the one message that carried the whole tensor).
+ */
 export interface AssembledTensor {
   name: string;
   dtype: DataType;
@@ -137,7 +140,11 @@ export class TensorAssembler {
     if (this.complete.has(name)) throw new MalformedTensorError(name, 'was sent twice');
     let entry = this.pending.get(name);
     if (!entry) {
-      entry = this.start(name, dtype, shape);
+      entry = this.start(name, dtype, shape, offset === 0 ? data : undefined);
+      if (entry.received === entry.tensor.bytes.length) {
+        this.complete.set(name, entry.tensor);
+        return entry.tensor;
+      }
       this.pending.set(name, entry);
     } else if (entry.tensor.dtype !== dtype || !sameShape(entry.tensor.shape, shape)) {
       throw new MalformedTensorError(
@@ -173,7 +180,12 @@ export class TensorAssembler {
     return [...this.complete.values()];
   }
 
-  private start(name: string, dtype: DataType, shape: readonly number[]): Pending {
+  /**
+   * Checks a tensor's first part and makes room for it. A part that holds the whole tensor,
+   * aligned for its dtype, becomes the tensor's bytes as it is (the message buffer it views
+   * belongs to that message alone), so the common one-part tensor is not copied.
+   */
+  private start(name: string, dtype: DataType, shape: readonly number[], whole?: Uint8Array): Pending {
     const size = elementSizeBytes(dtype);
     if (size === 0) throw new MalformedTensorError(name, `unknown dtype ${dtype}`);
     for (const d of shape) {
@@ -185,6 +197,9 @@ export class TensorAssembler {
       throw new MalformedTensorError(name, `${bytes} bytes exceed the limit of ${this.maxTensorBytes}`);
     }
     this.expect(name, dtype, shape);
+    if (whole !== undefined && whole.length === bytes && bytes > 0 && whole.byteOffset % size === 0) {
+      return { tensor: { name, dtype, shape: [...shape], bytes: whole }, received: bytes };
+    }
     return { tensor: { name, dtype, shape: [...shape], bytes: new Uint8Array(bytes) }, received: 0 };
   }
 }

@@ -1,0 +1,100 @@
+import fc from 'fast-check';
+import { InitChunk, PullChunk, PushChunk, type Tensor } from '#proto/generated/pserver.js';
+import { DataType, TensorAssembler, encodeInitChunk, encodePullChunk, encodePushChunk } from './index.js';
+
+const names = fc.string({ maxLength: 40 });
+const counts = fc.oneof(fc.nat(), fc.constant(0), fc.integer({ min: 2 ** 31, max: Number.MAX_SAFE_INTEGER }));
+const tensors: fc.Arbitrary<Tensor | undefined> = fc.option(
+  fc.record({
+    name: names,
+    dtype: fc.constantFrom(DataType.FLOAT32, DataType.INT32, DataType.FLOAT64, DataType.UNSPECIFIED),
+    shape: fc.array(fc.nat({ max: 100_000 }), { maxLength: 5 }),
+    data: fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.constant(new Uint8Array(20_000).fill(7))),
+    offset: fc.oneof(fc.constant(0), counts),
+  }),
+  { nil: undefined },
+);
+
+/** Where `data` lies in the framed gRPC message (5 bytes of prefix, then the encoded message). */
+function framedDataOffset(encoded: Buffer, data: Uint8Array): number {
+  if (data.length === 0) return 0;
+  const at = encoded.lastIndexOf(Buffer.from(data));
+  return at + 5;
+}
+
+describe('tensor wire', () => {
+  it('tensor wire - PushChunk decodes with the generated decoder to what was encoded', () => {
+    fc.assert(
+      fc.property(
+        names,
+        names,
+        fc.integer({ min: -5, max: 2 ** 40 }),
+        fc.nat(),
+        tensors,
+        (jobId, trainerId, version, samples, tensor) => {
+          const message: PushChunk = { jobId, trainerId, version, samples, tensor };
+          expect(PushChunk.decode(encodePushChunk(message))).toEqual(
+            PushChunk.decode(PushChunk.encode(message).finish()),
+          );
+        },
+      ),
+    );
+  });
+
+  it('tensor wire - PullChunk and InitChunk decode with the generated decoder to what was encoded', () => {
+    fc.assert(
+      fc.property(counts, fc.nat(), names, tensors, (version, tensorCount, jobId, tensor) => {
+        const pull: PullChunk = { version, tensorCount, tensor };
+        expect(PullChunk.decode(encodePullChunk(pull))).toEqual(PullChunk.decode(PullChunk.encode(pull).finish()));
+        const init: InitChunk = { jobId, trainerId: jobId, tensor };
+        expect(InitChunk.decode(encodeInitChunk(init))).toEqual(InitChunk.decode(InitChunk.encode(init).finish()));
+      }),
+    );
+  });
+
+  it('tensor wire - tensor data starts on an 8-byte boundary of the framed message', () => {
+    fc.assert(
+      fc.property(
+        names,
+        fc.integer({ min: 0, max: 2 ** 40 }),
+        fc.integer({ min: 1, max: 70_000 }),
+        (name, version, n) => {
+          const data = new Uint8Array(n).fill(0xab);
+          data[0] = 0xcd;
+          const tensor: Tensor = { name, dtype: DataType.FLOAT32, shape: [n], data, offset: 0 };
+          const encoded = encodePullChunk({ version, tensorCount: 1, tensor });
+          expect(framedDataOffset(encoded, data) % 8).toBe(0);
+        },
+      ),
+    );
+  });
+
+  it('tensor wire - an aligned whole tensor is viewed in place, a misaligned one is copied', () => {
+    const values = Float32Array.from([1, 2, 3, 4]);
+    const tensor: Tensor = {
+      name: 'w',
+      dtype: DataType.FLOAT32,
+      shape: [4],
+      data: new Uint8Array(values.buffer),
+      offset: 0,
+    };
+    const encoded = encodePullChunk({ version: 3, tensorCount: 1, tensor });
+    // A received message as gRPC hands it over: in a buffer of its own, after the 5-byte prefix.
+    const received = (prefix: number) => {
+      const buffer = new Uint8Array(new ArrayBuffer(prefix + encoded.length));
+      buffer.set(encoded, prefix);
+      return buffer;
+    };
+    const framed = received(5);
+    const aligned = PullChunk.decode(framed.subarray(5)).tensor!;
+    const viewed = new TensorAssembler().add(aligned)!;
+    expect(viewed.bytes.buffer).toBe(framed.buffer);
+    expect(new Float32Array(viewed.bytes.buffer, viewed.bytes.byteOffset, 4)).toEqual(values);
+
+    const shifted = received(6);
+    const misaligned = PullChunk.decode(shifted.subarray(6)).tensor!;
+    const copied = new TensorAssembler().add(misaligned)!;
+    expect(copied.bytes.buffer).not.toBe(shifted.buffer);
+    expect(new Float32Array(copied.bytes.buffer, copied.bytes.byteOffset, 4)).toEqual(values);
+  });
+});
