@@ -79,6 +79,18 @@ export type UpdateMode = 'gradient' | 'delta';
 /** Learning rate of the local SGD steps in `delta` mode when none is given. */
 export const DEFAULT_LOCAL_LEARNING_RATE = 0.01;
 
+/** Backends whose `dataSync` returns a fresh copy of the tensor's memory, never a shared array. */
+const COPYING_BACKENDS = new Set(['wasm']);
+
+/**
+ * The tensor's values in an array the caller owns: the one `dataSync` returned on a backend
+ * that copies anyway (the wasm backend copies out of its heap), else a copy of it.
+ */
+function ownedFloat32(tensor: tf.Tensor): Float32Array {
+  const data = tensor.dataSync() as Float32Array;
+  return COPYING_BACKENDS.has(tf.getBackend()) ? data : new Float32Array(data);
+}
+
 /** Options of a {@link TfjsLearner}. */
 export interface TfjsLearnerOptions {
   /** Defaults to `gradient`. */
@@ -235,7 +247,7 @@ export class TfjsLearner implements Learner {
         name,
         dtype: 'float32',
         shape: [...variable.shape],
-        data: new Float32Array(this.meanGradients![i]!.dataSync() as Float32Array),
+        data: ownedFloat32(this.meanGradients![i]!),
       }));
     } else {
       update = tf.tidy(() =>
@@ -243,7 +255,7 @@ export class TfjsLearner implements Learner {
           name,
           dtype: 'float32' as const,
           shape: [...variable.shape],
-          data: new Float32Array(tf.sub(variable, this.startParams![i]!).dataSync() as Float32Array),
+          data: ownedFloat32(tf.sub(variable, this.startParams![i]!)),
         })),
       );
     }
