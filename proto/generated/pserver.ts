@@ -10,10 +10,12 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
   type ClientWritableStream,
+  type handleBidiStreamingCall,
   type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
@@ -185,7 +187,11 @@ export interface PushChunk {
   version: number;
   /** Number of examples behind the gradients; weights them in the synchronous average. */
   samples: number;
-  tensor?: Tensor | undefined;
+  tensor?:
+    | Tensor
+    | undefined;
+  /** PushPull only: how long the shard waits for the parameters the trainer needs next. */
+  pullWaitMs: number;
 }
 
 export interface PushReply {
@@ -213,6 +219,23 @@ export interface PullChunk {
   /** Number of tensors in the whole reply (set on every chunk). */
   tensorCount: number;
   /** Absent on the single chunk of a shard that owns no parameters. */
+  tensor?: Tensor | undefined;
+}
+
+/**
+ * A reply of PushPull. Every message repeats the push's outcome; the parameters follow as
+ * PullParams streams them, or, when they were not ready within pull_wait_ms, the single message
+ * has with_params false and the trainer pulls them as usual.
+ */
+export interface PushPullReply {
+  /** The shard version after the push. */
+  pushVersion: number;
+  accepted: boolean;
+  withParams: boolean;
+  /** The version of the parameters. */
+  version: number;
+  /** Number of tensors in the whole reply. */
+  tensorCount: number;
   tensor?: Tensor | undefined;
 }
 
@@ -1466,7 +1489,7 @@ export const LeaveReply: MessageFns<LeaveReply> = {
 };
 
 function createBasePushChunk(): PushChunk {
-  return { jobId: "", trainerId: "", version: 0, samples: 0, tensor: undefined };
+  return { jobId: "", trainerId: "", version: 0, samples: 0, tensor: undefined, pullWaitMs: 0 };
 }
 
 export const PushChunk: MessageFns<PushChunk> = {
@@ -1485,6 +1508,9 @@ export const PushChunk: MessageFns<PushChunk> = {
     }
     if (message.tensor !== undefined) {
       Tensor.encode(message.tensor, writer.uint32(42).fork()).join();
+    }
+    if (message.pullWaitMs !== 0) {
+      writer.uint32(48).uint32(message.pullWaitMs);
     }
     return writer;
   },
@@ -1542,6 +1568,14 @@ export const PushChunk: MessageFns<PushChunk> = {
             message.tensor = Tensor.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.pullWaitMs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1569,6 +1603,11 @@ export const PushChunk: MessageFns<PushChunk> = {
       version: isSet(object.version) ? globalThis.Number(object.version) : 0,
       samples: isSet(object.samples) ? globalThis.Number(object.samples) : 0,
       tensor: isSet(object.tensor) ? Tensor.fromJSON(object.tensor) : undefined,
+      pullWaitMs: isSet(object.pullWaitMs)
+        ? globalThis.Number(object.pullWaitMs)
+        : isSet(object.pull_wait_ms)
+        ? globalThis.Number(object.pull_wait_ms)
+        : 0,
     };
   },
 
@@ -1589,6 +1628,9 @@ export const PushChunk: MessageFns<PushChunk> = {
     if (message.tensor !== undefined) {
       obj.tensor = Tensor.toJSON(message.tensor);
     }
+    if (message.pullWaitMs !== 0) {
+      obj.pullWaitMs = Math.round(message.pullWaitMs);
+    }
     return obj;
   },
 
@@ -1604,6 +1646,7 @@ export const PushChunk: MessageFns<PushChunk> = {
     message.tensor = (object.tensor !== undefined && object.tensor !== null)
       ? Tensor.fromPartial(object.tensor)
       : undefined;
+    message.pullWaitMs = object.pullWaitMs ?? 0;
     return message;
   },
 };
@@ -1944,6 +1987,169 @@ export const PullChunk: MessageFns<PullChunk> = {
   },
   fromPartial(object: DeepPartial<PullChunk>): PullChunk {
     const message = createBasePullChunk();
+    message.version = object.version ?? 0;
+    message.tensorCount = object.tensorCount ?? 0;
+    message.tensor = (object.tensor !== undefined && object.tensor !== null)
+      ? Tensor.fromPartial(object.tensor)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePushPullReply(): PushPullReply {
+  return { pushVersion: 0, accepted: false, withParams: false, version: 0, tensorCount: 0, tensor: undefined };
+}
+
+export const PushPullReply: MessageFns<PushPullReply> = {
+  encode(message: PushPullReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pushVersion !== 0) {
+      writer.uint32(8).int64(message.pushVersion);
+    }
+    if (message.accepted !== false) {
+      writer.uint32(16).bool(message.accepted);
+    }
+    if (message.withParams !== false) {
+      writer.uint32(24).bool(message.withParams);
+    }
+    if (message.version !== 0) {
+      writer.uint32(32).int64(message.version);
+    }
+    if (message.tensorCount !== 0) {
+      writer.uint32(40).uint32(message.tensorCount);
+    }
+    if (message.tensor !== undefined) {
+      Tensor.encode(message.tensor, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PushPullReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePushPullReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.pushVersion = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.accepted = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.withParams = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.version = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.tensorCount = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.tensor = Tensor.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PushPullReply {
+    return {
+      pushVersion: isSet(object.pushVersion)
+        ? globalThis.Number(object.pushVersion)
+        : isSet(object.push_version)
+        ? globalThis.Number(object.push_version)
+        : 0,
+      accepted: isSet(object.accepted) ? globalThis.Boolean(object.accepted) : false,
+      withParams: isSet(object.withParams)
+        ? globalThis.Boolean(object.withParams)
+        : isSet(object.with_params)
+        ? globalThis.Boolean(object.with_params)
+        : false,
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      tensorCount: isSet(object.tensorCount)
+        ? globalThis.Number(object.tensorCount)
+        : isSet(object.tensor_count)
+        ? globalThis.Number(object.tensor_count)
+        : 0,
+      tensor: isSet(object.tensor) ? Tensor.fromJSON(object.tensor) : undefined,
+    };
+  },
+
+  toJSON(message: PushPullReply): unknown {
+    const obj: any = {};
+    if (message.pushVersion !== 0) {
+      obj.pushVersion = Math.round(message.pushVersion);
+    }
+    if (message.accepted !== false) {
+      obj.accepted = message.accepted;
+    }
+    if (message.withParams !== false) {
+      obj.withParams = message.withParams;
+    }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.tensorCount !== 0) {
+      obj.tensorCount = Math.round(message.tensorCount);
+    }
+    if (message.tensor !== undefined) {
+      obj.tensor = Tensor.toJSON(message.tensor);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PushPullReply>): PushPullReply {
+    return PushPullReply.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PushPullReply>): PushPullReply {
+    const message = createBasePushPullReply();
+    message.pushVersion = object.pushVersion ?? 0;
+    message.accepted = object.accepted ?? false;
+    message.withParams = object.withParams ?? false;
     message.version = object.version ?? 0;
     message.tensorCount = object.tensorCount ?? 0;
     message.tensor = (object.tensor !== undefined && object.tensor !== null)
@@ -2523,6 +2729,20 @@ export const ParameterServerService = {
     responseSerialize: (value: PullChunk): Buffer => Buffer.from(PullChunk.encode(value).finish()),
     responseDeserialize: (value: Buffer): PullChunk => PullChunk.decode(value),
   },
+  /**
+   * Pushes gradients as PushGradients does and answers with the parameters the trainer needs
+   * next: in synchronous mode those of the step the push belongs to (its version + 1, once the
+   * quorum completes it), in asynchronous mode those after the push. One round trip per step.
+   */
+  pushPull: {
+    path: "/tributary.pserver.v1.ParameterServer/PushPull" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: PushChunk): Buffer => Buffer.from(PushChunk.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PushChunk => PushChunk.decode(value),
+    responseSerialize: (value: PushPullReply): Buffer => Buffer.from(PushPullReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PushPullReply => PushPullReply.decode(value),
+  },
   save: {
     path: "/tributary.pserver.v1.ParameterServer/Save" as const,
     requestStream: false as const,
@@ -2551,6 +2771,12 @@ export interface ParameterServerServer extends UntypedServiceImplementation {
   leave: handleUnaryCall<LeaveRequest, LeaveReply>;
   pushGradients: handleClientStreamingCall<PushChunk, PushReply>;
   pullParams: handleServerStreamingCall<PullRequest, PullChunk>;
+  /**
+   * Pushes gradients as PushGradients does and answers with the parameters the trainer needs
+   * next: in synchronous mode those of the step the push belongs to (its version + 1, once the
+   * quorum completes it), in asynchronous mode those after the push. One round trip per step.
+   */
+  pushPull: handleBidiStreamingCall<PushChunk, PushPullReply>;
   save: handleUnaryCall<SaveRequest, SaveReply>;
   status: handleUnaryCall<StatusRequest, StatusReply>;
 }
@@ -2646,6 +2872,14 @@ export interface ParameterServerClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<PullChunk>;
+  /**
+   * Pushes gradients as PushGradients does and answers with the parameters the trainer needs
+   * next: in synchronous mode those of the step the push belongs to (its version + 1, once the
+   * quorum completes it), in asynchronous mode those after the push. One round trip per step.
+   */
+  pushPull(): ClientDuplexStream<PushChunk, PushPullReply>;
+  pushPull(options: Partial<CallOptions>): ClientDuplexStream<PushChunk, PushPullReply>;
+  pushPull(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<PushChunk, PushPullReply>;
   save(request: SaveRequest, callback: (error: ServiceError | null, response: SaveReply) => void): ClientUnaryCall;
   save(
     request: SaveRequest,

@@ -2,6 +2,7 @@ import {
   Metadata,
   credentials,
   type ChannelOptions,
+  type ClientDuplexStream,
   type ClientWritableStream,
   type ServiceError,
 } from '@grpc/grpc-js';
@@ -21,6 +22,7 @@ import {
   type NamedTensor,
   type PullChunk,
   type PushChunk,
+  type PushPullReply,
   type PushReply,
   type SaveReply,
   type StatusReply,
@@ -58,6 +60,13 @@ export interface PullOptions {
 export interface PulledShard {
   version: number;
   tensors: NamedTensor<TensorArray>[];
+}
+
+/** What a push-pull came to: the push's outcome, and the parameters when they came with it. */
+export interface PushPullResult {
+  push: PushReply;
+  /** Undefined when the shard did not have them within the wait (pull them as usual). */
+  params?: PulledShard;
 }
 
 /** A push of one shard's gradients. */
@@ -133,12 +142,61 @@ export class PserverClient {
   pushGradients(request: PushRequest): Promise<PushReply> {
     const { jobId, trainerId, version, samples, gradients } = request;
     // A shard that owns no parameters still gets one chunk, so the push counts.
-    const chunks = this.chunked(gradients, (tensor) => ({ jobId, trainerId, version, samples, tensor }));
+    const chunks = this.chunked(gradients, (tensor) => ({ jobId, trainerId, version, samples, tensor, pullWaitMs: 0 }));
     return this.clientStream<PushChunk, PushReply>(
       (cb) => this.client.pushGradients(this.meta(), this.callOptions(), cb),
       chunks,
       version,
     );
+  }
+
+  /**
+   * Pushes gradients like `pushGradients` and receives, in the same call, the parameters the
+   * trainer needs next (see `PushPull` in the proto), waiting up to `waitMs` for them on the
+   * shard. Refusals reject as `pushGradients` does.
+   */
+  async pushPull(request: PushRequest, waitMs: number): Promise<PushPullResult> {
+    const { jobId, trainerId, version, samples, gradients } = request;
+    const call: ClientDuplexStream<PushChunk, PushPullReply> = this.client.pushPull(this.meta(), {
+      deadline: Date.now() + this.callTimeoutMs + waitMs,
+    });
+    const chunks = this.chunked(gradients, (tensor) => ({
+      jobId,
+      trainerId,
+      version,
+      samples,
+      tensor,
+      pullWaitMs: waitMs,
+    }));
+    const assembler = new TensorAssembler();
+    let push: PushReply | undefined;
+    let withParams = false;
+    let paramsVersion = -1;
+    let expected = 0;
+    let writeError: unknown;
+    const sent = this.writeAll(call, chunks).catch((err: unknown) => {
+      writeError = err;
+      call.cancel();
+    });
+    try {
+      for await (const reply of call as AsyncIterable<PushPullReply>) {
+        push ??= { version: reply.pushVersion, accepted: reply.accepted };
+        withParams = reply.withParams;
+        paramsVersion = reply.version;
+        expected = reply.tensorCount;
+        if (reply.tensor) assembler.add(reply.tensor);
+      }
+      await sent;
+      if (writeError !== undefined) throw writeError;
+      if (push === undefined) throw new Error('push-pull ended without a reply');
+      if (!withParams) return { push };
+      const tensors = assembler.finish().map(toNamedTensor);
+      if (tensors.length !== expected) throw new Error(`push-pull ended with ${tensors.length} of ${expected} tensors`);
+      return { push, params: { version: paramsVersion, tensors } };
+    } catch (err) {
+      call.cancel();
+      throw fromServiceError(writeError ?? err, this.shard, version);
+    }
   }
 
   /** Pulls the shard's parameters, waiting on the shard for `minVersion` first. */
@@ -216,6 +274,31 @@ export class PserverClient {
   private unary<T>(start: (cb: (err: ServiceError | null, res: T) => void) => unknown): Promise<T> {
     return new Promise((resolve, reject) => {
       start((err, res) => (err ? reject(fromServiceError(err, this.shard)) : resolve(res)));
+    });
+  }
+
+  /** Writes every message, waiting for the stream to drain, then ends it. */
+  private writeAll<Req>(call: ClientDuplexStream<Req, unknown>, messages: Iterator<Req>): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const pump = (): void => {
+        try {
+          for (;;) {
+            const next = messages.next();
+            if (next.done) {
+              call.end();
+              resolve();
+              return;
+            }
+            if (!call.write(next.value)) {
+              call.once('drain', pump);
+              return;
+            }
+          }
+        } catch (err) {
+          reject(err as Error);
+        }
+      };
+      pump();
     });
   }
 

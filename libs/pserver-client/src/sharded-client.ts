@@ -15,7 +15,13 @@ import {
 } from './errors.js';
 import { DEFAULT_PULL_WAIT_MS } from './call-deadlines.js';
 import { InitElectionProtocol, type InitElection } from './init-election.js';
-import type { PserverClientOptions, PulledShard } from './pserver-client.js';
+import type {
+  PserverClient,
+  PserverClientOptions,
+  PulledShard,
+  PushPullResult,
+  PushRequest,
+} from './pserver-client.js';
 import { ShardClients } from './shard-clients.js';
 import { StaticShardDirectory, type ShardDirectory } from './shard-directory.js';
 import {
@@ -197,6 +203,56 @@ export class ShardedPserverClient {
     gradients: readonly TensorLike[],
     options: ShardedPushOptions = {},
   ): Promise<PushOutcome> {
+    const { outcome } = await this.pushToEvery(versions, samples, gradients, options, async (c, request) => ({
+      push: await c.pushGradients(request),
+    }));
+    return outcome;
+  }
+
+  /**
+   * `pushGradients`, and in the same call to each shard the parameters this trainer needs next
+   * (see `PserverClient.pushPull`), each shard waiting up to `waitMs` for them. `params` is
+   * undefined unless every shard took the push and sent them; with `sameVersion` (synchronous
+   * training), also unless every shard sent the same version. Then pull as usual.
+   */
+  async pushPull(
+    versions: number | readonly number[],
+    samples: number,
+    gradients: readonly TensorLike[],
+    options: ShardedPushOptions & { waitMs: number; sameVersion: boolean },
+  ): Promise<PushOutcome & { params?: PulledParams }> {
+    const { outcome, results } = await this.pushToEvery(versions, samples, gradients, options, (c, request) =>
+      c.pushPull(request, options.waitMs),
+    );
+    if (outcome.stale.length > 0) return outcome;
+    const shards = results.map((r) => r?.params);
+    if (!shards.every((s): s is PulledShard => s !== undefined)) return outcome;
+    const pulledVersions = shards.map((s) => s.version);
+    const consistent = pulledVersions.every((v) => v === pulledVersions[0]);
+    if (options.sameVersion && !consistent) return outcome;
+    return {
+      ...outcome,
+      params: {
+        tensors: inLearnerOrder(this.shardMap, this.params, shards),
+        versions: pulledVersions,
+        version: Math.min(...pulledVersions),
+        consistent,
+      },
+    };
+  }
+
+  /**
+   * Pushes each shard its part of the gradients with `call`, at once, retrying shards that are
+   * away (see the class comment). Stale refusals are gathered in the outcome; any other failure
+   * rejects with a `ShardCallError`.
+   */
+  private async pushToEvery(
+    versions: number | readonly number[],
+    samples: number,
+    gradients: readonly TensorLike[],
+    options: ShardedPushOptions,
+    call: (client: PserverClient, request: PushRequest) => Promise<PushPullResult>,
+  ): Promise<{ outcome: PushOutcome; results: (PushPullResult | undefined)[] }> {
     const versionOf = (k: number) => (typeof versions === 'number' ? versions : versions[k]);
     const byShard = splitByShard(this.shardMap, gradients, 'pushGradients');
     const settled = await Promise.allSettled(
@@ -204,7 +260,7 @@ export class ShardedPserverClient {
         this.shards.retrying(
           k,
           (c) =>
-            c.pushGradients({
+            call(c, {
               jobId: this.jobId,
               trainerId: this.trainerId,
               version: versionOf(k),
@@ -216,11 +272,13 @@ export class ShardedPserverClient {
       ),
     );
     const outcome: PushOutcome = { versions: [], accepted: [], stale: [] };
+    const results: (PushPullResult | undefined)[] = [];
     const errors: (PserverError | undefined)[] = [];
     settled.forEach((r, k) => {
       if (r.status === 'fulfilled') {
-        outcome.versions[k] = r.value.version;
-        outcome.accepted[k] = r.value.accepted;
+        outcome.versions[k] = r.value.push.version;
+        outcome.accepted[k] = r.value.push.accepted;
+        results[k] = r.value;
         return;
       }
       const err = fromServiceError(r.reason, k, versionOf(k));
@@ -233,7 +291,7 @@ export class ShardedPserverClient {
       }
     });
     if (errors.some((e) => e)) throw new ShardCallError('pushGradients', errors);
-    return outcome;
+    return { outcome, results };
   }
 
   /**

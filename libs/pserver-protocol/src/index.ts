@@ -26,7 +26,13 @@ export {
 } from './tensor-codec.js';
 export { DataType } from '#proto/generated/pserver.js';
 export { ParameterServerClient, ParameterServerService } from './service-definition.js';
-export { ALIGNMENT_FIELD, encodeInitChunk, encodePullChunk, encodePushChunk } from './tensor-wire.js';
+export {
+  ALIGNMENT_FIELD,
+  encodeInitChunk,
+  encodePullChunk,
+  encodePushChunk,
+  encodePushPullReply,
+} from './tensor-wire.js';
 
 export type { ParamSize } from './sharding.js';
 export type { AssembledTensor, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';
@@ -42,6 +48,7 @@ export type {
   PullChunk,
   PullRequest,
   PushChunk,
+  PushPullReply,
   PushReply,
   SaveReply,
   StatusReply,

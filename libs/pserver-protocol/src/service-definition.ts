@@ -3,7 +3,7 @@ import {
   ParameterServerService as GeneratedService,
   type ParameterServerClient as GeneratedClient,
 } from '#proto/generated/pserver.js';
-import { encodeInitChunk, encodePullChunk, encodePushChunk } from './tensor-wire.js';
+import { encodeInitChunk, encodePullChunk, encodePushChunk, encodePushPullReply } from './tensor-wire.js';
 
 /**
  * The parameter server's gRPC service: the generated definition, with the messages that carry
@@ -15,6 +15,7 @@ export const ParameterServerService = {
   initParams: { ...GeneratedService.initParams, requestSerialize: encodeInitChunk },
   pushGradients: { ...GeneratedService.pushGradients, requestSerialize: encodePushChunk },
   pullParams: { ...GeneratedService.pullParams, responseSerialize: encodePullChunk },
+  pushPull: { ...GeneratedService.pushPull, requestSerialize: encodePushChunk, responseSerialize: encodePushPullReply },
 } as const satisfies typeof GeneratedService;
 
 /** A client of the parameter server's gRPC service, over {@link ParameterServerService}. */

@@ -1,6 +1,13 @@
 import fc from 'fast-check';
-import { InitChunk, PullChunk, PushChunk, type Tensor } from '#proto/generated/pserver.js';
-import { DataType, TensorAssembler, encodeInitChunk, encodePullChunk, encodePushChunk } from './index.js';
+import { InitChunk, PullChunk, PushChunk, PushPullReply, type Tensor } from '#proto/generated/pserver.js';
+import {
+  DataType,
+  TensorAssembler,
+  encodeInitChunk,
+  encodePullChunk,
+  encodePushChunk,
+  encodePushPullReply,
+} from './index.js';
 
 const names = fc.string({ maxLength: 40 });
 const counts = fc.oneof(fc.nat(), fc.constant(0), fc.integer({ min: 2 ** 31, max: Number.MAX_SAFE_INTEGER }));
@@ -32,7 +39,14 @@ describe('tensor wire', () => {
         fc.nat(),
         tensors,
         (jobId, trainerId, version, samples, tensor) => {
-          const message: PushChunk = { jobId, trainerId, version, samples, tensor };
+          const message: PushChunk = {
+            jobId,
+            trainerId,
+            version,
+            samples,
+            tensor,
+            pullWaitMs: samples % 3 === 0 ? 0 : samples,
+          };
           expect(PushChunk.decode(encodePushChunk(message))).toEqual(
             PushChunk.decode(PushChunk.encode(message).finish()),
           );
@@ -49,6 +63,25 @@ describe('tensor wire', () => {
         const init: InitChunk = { jobId, trainerId: jobId, tensor };
         expect(InitChunk.decode(encodeInitChunk(init))).toEqual(InitChunk.decode(InitChunk.encode(init).finish()));
       }),
+    );
+  });
+
+  it('tensor wire - PushPullReply decodes with the generated decoder to what was encoded', () => {
+    fc.assert(
+      fc.property(
+        counts,
+        fc.boolean(),
+        fc.boolean(),
+        counts,
+        fc.nat(),
+        tensors,
+        (pushVersion, accepted, withParams, version, tensorCount, tensor) => {
+          const reply: PushPullReply = { pushVersion, accepted, withParams, version, tensorCount, tensor };
+          expect(PushPullReply.decode(encodePushPullReply(reply))).toEqual(
+            PushPullReply.decode(PushPullReply.encode(reply).finish()),
+          );
+        },
+      ),
     );
   });
 

@@ -1,8 +1,8 @@
-import type { InitChunk, PullChunk, PushChunk, Tensor } from '#proto/generated/pserver.js';
+import type { InitChunk, PullChunk, PushChunk, PushPullReply, Tensor } from '#proto/generated/pserver.js';
 
 /**
  * Hand-written protobuf encoders for the messages that carry tensor bytes (`PushChunk`,
- * `PullChunk`, `InitChunk`), byte-compatible with `proto/pserver.proto` and any protobuf decoder.
+ * `PullChunk`, `PushPullReply`, `InitChunk`), byte-compatible with `proto/pserver.proto` and any protobuf decoder.
  *
  * The generated encoders copy a tensor's bytes three times on their way to the socket (into the
  * writer, out of it, into a `Buffer`); these write each message straight into one `Buffer` of
@@ -179,8 +179,24 @@ export function encodePushChunk(m: PushChunk): Buffer {
       stringField(2, m.trainerId),
       varintField(3, m.version),
       varintField(4, m.samples),
+      varintField(6, m.pullWaitMs),
     ]),
     5,
+    m.tensor,
+  );
+}
+
+/** `PushPullReply` as protobuf bytes (see the module comment). */
+export function encodePushPullReply(m: PushPullReply): Buffer {
+  return encodeWithTensor(
+    present([
+      varintField(1, m.pushVersion),
+      varintField(2, m.accepted ? 1 : 0),
+      varintField(3, m.withParams ? 1 : 0),
+      varintField(4, m.version),
+      varintField(5, m.tensorCount),
+    ]),
+    6,
     m.tensor,
   );
 }

@@ -159,6 +159,50 @@ describe('pserver over gRPC', () => {
     expect(Array.from(last.tensors[0].data)).toEqual([-0.5, -0.5, -0.5]);
   });
 
+  it('pserver grpc - push-pull answers a synchronous push with the parameters of the step it belongs to', async () => {
+    const a = trainer('a');
+    const b = trainer('b');
+    await a.initialize(SPEC, () => filled(PARAMS, () => 1));
+    await a.join();
+    await b.join();
+    const grad = filled(PARAMS, () => 1);
+    // b counts in the quorum from version 1, so a's push alone completes step 0.
+    const zero = await a.pushPull(0, 8, grad, { waitMs: 10_000, sameVersion: true });
+    expect(zero.params?.versions).toEqual([1, 1]);
+    // a's reply waits on the shards until b's push completes the step.
+    const first = a.pushPull(1, 8, grad, { waitMs: 10_000, sameVersion: true });
+    const second = await b.pushPull(1, 8, grad, { waitMs: 10_000, sameVersion: true });
+    const pulled = await a.pullParams(2);
+    for (const outcome of [await first, second]) {
+      expect(outcome).toMatchObject({ accepted: [true, true], stale: [] });
+      expect(outcome.params?.versions).toEqual([2, 2]);
+      expect(outcome.params?.tensors).toEqual(pulled.tensors);
+    }
+    expect(pulled.tensors[0].data[0]).toBeCloseTo(1 - 2 * LR);
+
+    // A step nobody completes in time: the push is taken, the parameters do not come.
+    const alone = await a.pushPull(2, 8, grad, { waitMs: 50, sameVersion: true });
+    expect(alone).toMatchObject({ accepted: [true, true], stale: [] });
+    expect(alone.params).toBeUndefined();
+    expect((await a.status()).map((st) => st.jobs[0].pendingPushes)).toEqual([1, 1]);
+
+    // A stale push-pull is refused as a stale push is, with no parameters.
+    const stale = await a.pushPull(0, 8, grad, { waitMs: 50, sameVersion: true });
+    expect(stale.stale).toHaveLength(2);
+    expect(stale.params).toBeUndefined();
+  });
+
+  it('pserver grpc - push-pull answers an asynchronous push with the parameters after it', async () => {
+    const spec = JSON.stringify({ ...JSON.parse(SPEC), training: { mode: 'async' } });
+    const t = trainer('t', PARAMS, 'job-async');
+    await t.initialize(spec, () => filled(PARAMS, () => 1));
+    const grad = filled(PARAMS, () => 1);
+    const outcome = await t.pushPull(0, 8, grad, { waitMs: 10_000, sameVersion: false });
+    expect(outcome.versions).toEqual([1, 1]);
+    expect(outcome.params?.versions).toEqual([1, 1]);
+    expect(outcome.params?.tensors).toEqual((await t.pullParams(1)).tensors);
+  });
+
   it('pserver grpc - a stale push is refused with FAILED_PRECONDITION and changes nothing', async () => {
     const t = trainer('t');
     await t.initialize(SPEC, () => filled(PARAMS, () => 1));

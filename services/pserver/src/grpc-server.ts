@@ -5,6 +5,7 @@ import {
   Server,
   ServerCredentials,
   status as GrpcStatus,
+  type ServerDuplexStream,
   type ServerErrorResponse,
   type ServerReadableStream,
   type ServerWritableStream,
@@ -22,11 +23,15 @@ import {
   tensorParts,
   typedArrayOf,
   type InitChunk,
+  type NamedTensor,
   type ParameterServerServer,
   type PullChunk,
   type PullRequest,
   type PushChunk,
+  type PushPullReply,
   type PushReply,
+  type Tensor,
+  type TensorArray,
 } from '#libs/pserver-protocol';
 import type { LineLogger } from '#libs/logging';
 import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
@@ -137,6 +142,7 @@ export class PserverGrpcServer {
       }),
       pushGradients: (call, callback) => void this.pushGradients(call, callback),
       pullParams: (call) => void this.pullParams(call),
+      pushPull: (call) => void this.pushPull(call),
       save: this.unary('Save', (req) => this.shard.save(req.jobId, req.path || undefined)),
       status: this.unary('Status', async (req) => {
         const jobs = req.jobId
@@ -205,16 +211,79 @@ export class PserverGrpcServer {
     call: ServerReadableStream<PushChunk, PushReply>,
     callback: sendUnaryData<PushReply>,
   ): Promise<void> {
+    const push = await this.receivePush(call, (err) => callback(this.toServiceError(err, 'PushGradients')));
+    if (push) callback(null, push.reply);
+  }
+
+  /**
+   * PushGradients, then the parameters the trainer needs next (see the proto). The push's
+   * outcome goes out first; when the parameters do not come within `pullWaitMs`, or cannot be
+   * read, the reply says so and the trainer pulls them as usual.
+   */
+  private async pushPull(call: ServerDuplexStream<PushChunk, PushPullReply>): Promise<void> {
+    // Reading must not end the call: a finished async iteration destroys the stream by default,
+    // and the reply has not been written yet.
+    const chunks = call.iterator({ destroyOnReturn: false }) as AsyncIterable<PushChunk>;
+    const push = await this.receivePush(chunks, (err) => call.emit('error', this.toServiceError(err, 'PushPull')));
+    if (!push) return;
+    const { job, header, reply } = push;
+    const outcome = { pushVersion: reply.version, accepted: reply.accepted };
+    const abort = new AbortController();
+    const onCancel = () => abort.abort(new Error('push-pull cancelled by the client'));
+    call.on('cancelled', onCancel);
+    try {
+      const target = job.settings.mode === 'sync' ? header.version + 1 : reply.version;
+      let ready = true;
+      try {
+        job.wants(target);
+        await job.waitForVersion(target, header.pullWaitMs, abort.signal);
+      } catch {
+        ready = false;
+      }
+      if (abort.signal.aborted) return;
+      if (!ready) {
+        call.write({ ...outcome, withParams: false, version: 0, tensorCount: 0 });
+        call.end();
+        return;
+      }
+      const { version, tensors } = job.read();
+      await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
+        ...outcome,
+        withParams: true,
+        version,
+        tensorCount: tensors.length,
+        tensor,
+      }));
+    } finally {
+      call.off('cancelled', onCancel);
+    }
+  }
+
+  /**
+   * Reads a push stream whole and hands its gradients to the job. Returns undefined after
+   * `refuse` was called with the error when anything is wrong (the rest of the stream is read
+   * and dropped).
+   */
+  private async receivePush(
+    call: AsyncIterable<PushChunk>,
+    refuse: (err: unknown) => void,
+  ): Promise<{ job: JobShard; header: PushHeader; reply: PushReply } | undefined> {
     let job: JobShard | undefined;
-    let header: { jobId: string; trainerId: string; version: number; samples: number } | undefined;
+    let header: PushHeader | undefined;
     let assembler: TensorAssembler | undefined;
     let failed = false;
     try {
-      for await (const chunk of call as AsyncIterable<PushChunk>) {
+      for await (const chunk of call) {
         if (failed) continue;
         try {
           if (!header) {
-            header = { jobId: chunk.jobId, trainerId: chunk.trainerId, version: chunk.version, samples: chunk.samples };
+            header = {
+              jobId: chunk.jobId,
+              trainerId: chunk.trainerId,
+              version: chunk.version,
+              samples: chunk.samples,
+              pullWaitMs: chunk.pullWaitMs,
+            };
             job = await this.shard.job(chunk.jobId);
             // Refuse a stale push before reading megabytes of it.
             job.checkPushVersion(chunk.version);
@@ -226,17 +295,18 @@ export class PserverGrpcServer {
           if (chunk.tensor) assembler!.add(chunk.tensor);
         } catch (err) {
           failed = true;
-          callback(this.toServiceError(err, 'PushGradients'));
+          refuse(err);
         }
       }
-      if (failed) return;
+      if (failed) return undefined;
       if (!job || !header || !assembler) throw new InvalidRequestError('PushGradients', 'the stream carried no chunk');
       const gradients = new Map(
         assembler.finish().map((t) => [t.name, typedArrayOf(t.dtype, t.bytes) as Float32Array]),
       );
-      callback(null, job.push(header.trainerId, header.version, header.samples, gradients));
+      return { job, header, reply: job.push(header.trainerId, header.version, header.samples, gradients) };
     } catch (err) {
-      if (!failed) callback(this.toServiceError(err, 'PushGradients'));
+      if (!failed) refuse(err);
+      return undefined;
     }
   }
 
@@ -255,23 +325,39 @@ export class PserverGrpcServer {
         await job.waitForVersion(waitFor, req.waitMs, abort.signal);
       }
       const { version, tensors } = job.read(req.snapshotVersion);
-      const tensorCount = tensors.length;
-      if (tensorCount === 0) call.write({ version, tensorCount });
-      for (const t of tensors) {
-        for (const part of tensorParts(t, this.maxChunkBytes)) {
-          if (abort.signal.aborted) return;
-          if (!call.write({ version, tensorCount, tensor: part })) {
-            await Promise.race([once(call, 'drain'), once(abort.signal, 'abort')]);
-          }
-        }
-      }
-      call.end();
+      await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
+        version,
+        tensorCount: tensors.length,
+        tensor,
+      }));
     } catch (err) {
       if (abort.signal.aborted) return;
       call.emit('error', this.toServiceError(err, 'PullParams'));
     } finally {
       call.off('cancelled', onCancel);
     }
+  }
+
+  /**
+   * Streams tensors in parts, one message per part (`message(undefined)` alone when there are
+   * none), waiting for the client to drain, then ends the stream; stops quietly once aborted.
+   */
+  private async streamTensors<M>(
+    call: { write(message: M): boolean; end(): void } & EventEmitter,
+    tensors: readonly NamedTensor<TensorArray>[],
+    signal: AbortSignal,
+    message: (part: Tensor | undefined) => M,
+  ): Promise<void> {
+    if (tensors.length === 0) call.write(message(undefined));
+    for (const t of tensors) {
+      for (const part of tensorParts(t, this.maxChunkBytes)) {
+        if (signal.aborted) return;
+        if (!call.write(message(part))) {
+          await Promise.race([once(call, 'drain'), once(signal, 'abort')]);
+        }
+      }
+    }
+    if (!signal.aborted) call.end();
   }
 
   private toServiceError(err: unknown, method: string): ServerErrorResponse {
@@ -316,6 +402,15 @@ function widenReceiveWindows(server: Server, bytes: number): void {
     };
     h2.on('session', Object.assign(onSession, { widensWindows: true }));
   }
+}
+
+/** The fields every chunk of a push repeats. */
+interface PushHeader {
+  jobId: string;
+  trainerId: string;
+  version: number;
+  samples: number;
+  pullWaitMs: number;
 }
 
 /** Every chunk of a stream must repeat the first chunk's header fields. */

@@ -109,6 +109,26 @@ class FakePserver implements ParameterService {
   }
 }
 
+/** A `FakePserver` whose pushes bring back the parameters they produce, as `pushPull` does. */
+class PushPullPserver extends FakePserver {
+  /** Push-pulls whose parameters do not come in time (pull them as usual). */
+  withoutParams = 0;
+
+  async pushPull(
+    versions: number | readonly number[],
+    samples: number,
+  ): Promise<PushOutcome & { params?: PulledParams }> {
+    const outcome = await this.pushGradients(versions, samples);
+    if (outcome.stale.length > 0) return outcome;
+    if (this.withoutParams > 0) {
+      this.withoutParams -= 1;
+      return outcome;
+    }
+    const tensors = [{ name: 'w', dtype: 'float32' as const, shape: [1], data: new Float32Array([this.version]) }];
+    return { ...outcome, params: { tensors, versions: [this.version], version: this.version, consistent: true } };
+  }
+}
+
 function down(operation: string): ShardCallError {
   return new ShardCallError(operation, [
     new PserverUnavailableError('connection refused', 0, GrpcStatus.UNAVAILABLE, ''),
@@ -150,6 +170,30 @@ describe('training loop', () => {
     expect(learner.calls).toEqual(['setParams 3', 'train 0', 'setParams 4', 'train 0', 'setParams 5', 'train 0']);
     expect(ps.pushes).toEqual([3, 4, 5]);
     expect(ps.pulls).toEqual([0, [4], [5]]);
+  });
+
+  it('training loop - parameters that come back with the push are loaded without a pull', async () => {
+    const learner = new FakeLearner();
+    const ps = new PushPullPserver();
+    ps.withoutParams = 1;
+    const loop = new TrainingLoop(learner, ps, { mode: 'sync', maxGradientRetries: 2 });
+    for (let i = 0; i < 4; i++) await loop.trainMinibatch(BATCH, never);
+    // The first step pulls, and its push brings no parameters back, so the second pulls too;
+    // the rest come with their pushes.
+    expect(ps.pulls).toEqual([0, [4]]);
+    expect(ps.pushes).toEqual([3, 4, 5, 6]);
+    expect(learner.calls).toEqual([
+      'setParams 3',
+      'train 0',
+      'setParams 4',
+      'train 0',
+      'setParams 5',
+      'train 0',
+      'setParams 6',
+      'train 0',
+      'setParams 7',
+    ]);
+    expect(loop.versions).toEqual([7]);
   });
 
   it('training loop - more refusals than maxGradientRetries fail the minibatch', async () => {

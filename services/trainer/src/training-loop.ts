@@ -1,6 +1,12 @@
-import type { Batch, Learner } from '#libs/learner';
+import type { Batch, Learner, PlainTensor } from '#libs/learner';
 import type { ClaimedTask } from '#libs/master-client';
-import { PserverTimeoutError, ShardCallError, type PushOutcome, type ShardedPserverClient } from '#libs/pserver-client';
+import {
+  PserverTimeoutError,
+  ShardCallError,
+  type PulledParams,
+  type PushOutcome,
+  type ShardedPserverClient,
+} from '#libs/pserver-client';
 import type { TrainingMode } from '#libs/job-spec';
 import { sleep } from '#libs/retry';
 import { PULL_WAIT_MS } from './defaults.js';
@@ -10,8 +16,12 @@ import type { MinibatchReader } from './minibatch-reader.js';
 import { PserverOutage, failedShards, isTransientPserverFailure } from './pserver-outage.js';
 import { StepPhases } from './step-phases.js';
 
-/** The calls the training loop makes on the parameter servers (a `ShardedPserverClient`). */
-export type ParameterService = Pick<ShardedPserverClient, 'pushGradients' | 'pullParams' | 'status'>;
+/**
+ * The calls the training loop makes on the parameter servers (a `ShardedPserverClient`). With
+ * `pushPull`, each push brings back the parameters of the next minibatch in the same call.
+ */
+export type ParameterService = Pick<ShardedPserverClient, 'pushGradients' | 'pullParams' | 'status'> &
+  Partial<Pick<ShardedPserverClient, 'pushPull'>>;
 
 /** How a task ended. */
 export type TaskOutcome =
@@ -160,9 +170,9 @@ export class TrainingLoop {
       await this.phases.time('train', () => this.learner.train(batch));
       const update = this.phases.timeSync('getUpdate', () => this.learner.getUpdate());
       const held = this.held!;
-      let outcome: PushOutcome;
+      let outcome: PushOutcome & { params?: PulledParams };
       try {
-        outcome = await this.phases.time('push', () => this.params.pushGradients(held, batch.size, update, { signal }));
+        outcome = await this.phases.time('push', () => this.push(held, batch.size, update, signal));
       } catch (err) {
         if (!isTransientPserverFailure(err)) throw err;
         await this.pause(err, signal);
@@ -180,6 +190,11 @@ export class TrainingLoop {
           this.options.mode === 'sync'
             ? held.map((v, k) => Math.max(v + 1, outcome.versions[k] ?? 0))
             : held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
+        const next = outcome.params;
+        if (next && this.needed.every((v, k) => v <= (next.versions[k] ?? -1))) {
+          this.phases.timeSync('load', () => this.learner.setParams(next.tensors));
+          this.held = [...next.versions];
+        }
         this.phases.endStep();
         this.options.onMinibatch?.(batch.size, held);
         return 'pushed';
@@ -203,6 +218,21 @@ export class TrainingLoop {
       }
       this.needed = held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
     }
+  }
+
+  /** Pushes an update, bringing back the next parameters in the same call where the service can. */
+  private push(
+    held: readonly number[],
+    samples: number,
+    update: PlainTensor[],
+    signal: AbortSignal,
+  ): Promise<PushOutcome & { params?: PulledParams }> {
+    if (this.params.pushPull === undefined) return this.params.pushGradients(held, samples, update, { signal });
+    return this.params.pushPull(held, samples, update, {
+      signal,
+      waitMs: this.options.pullWaitMs ?? PULL_WAIT_MS,
+      sameVersion: this.options.mode === 'sync',
+    });
   }
 
   /** Pulls parameters when the held ones are older than needed; loads them if they moved. */
