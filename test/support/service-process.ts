@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { SERVICE_NODE_FLAGS } from '#libs/local-cluster';
 
 /** Repository root, from the test's working directory. */
 export const ROOT = process.cwd();
@@ -19,7 +20,7 @@ export interface RunningService {
 export function startService(role: string, env: Record<string, string>): RunningService {
   const script = join(ROOT, 'dist', 'services', role, 'main.js');
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first`);
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, script], {
     env: { ...process.env, NO_COLOR: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { isUrlReachable, startNatsServer, startRedisServer, type ServerProcess } from './server-processes.js';
+import { SERVICE_NODE_FLAGS } from './service-node-flags.js';
 
 /** Roles the supervisor runs, in start order. */
 export type ServiceRole = 'pserver' | 'master' | 'trainer' | 'evaluator';
@@ -116,7 +117,7 @@ class SupervisedService {
   start(): Promise<void> {
     this.lastStart = Date.now();
     const script = join(this.opts.root, 'dist', 'services', this.info.role, 'main.js');
-    const child = spawn(process.execPath, [script], {
+    const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, script], {
       cwd: this.opts.root,
       env: {
         ...process.env,
@@ -136,7 +137,10 @@ class SupervisedService {
       let ready = false;
       let recent = '';
       const timer = setTimeout(() => {
-        if (!ready) rejectReady(new Error(`${this.info.id} not ready after ${SERVICE_READY_TIMEOUT_MS} ms; see ${this.info.log}`));
+        if (!ready)
+          rejectReady(
+            new Error(`${this.info.id} not ready after ${SERVICE_READY_TIMEOUT_MS} ms; see ${this.info.log}`),
+          );
       }, SERVICE_READY_TIMEOUT_MS);
       const onData = (buf: Buffer) => {
         this.logStream.write(buf);
@@ -167,7 +171,10 @@ class SupervisedService {
         this.info.state = 'exited';
         this.opts.say(`${this.info.id} exited (${signal ?? `code ${code}`}); see ${this.info.log}`);
         this.onChange();
-        if (!ready) rejectReady(new Error(`${this.info.id} exited before it was ready: ${recent.trim().split('\n').slice(-3).join(' | ')}`));
+        if (!ready)
+          rejectReady(
+            new Error(`${this.info.id} exited before it was ready: ${recent.trim().split('\n').slice(-3).join(' | ')}`),
+          );
         else if (this.opts.restart) this.scheduleRestart();
       });
     });
@@ -269,14 +276,21 @@ export class LocalCluster {
     }
     this.writeFile();
     const plan: [ServiceRole, number, (i: number) => Record<string, string>][] = [
-      ['pserver', this.opts.pservers, (i) => ({ PSERVER_SHARD: String(i), PSERVER_DATA_DIR: join(this.opts.stateDir, `pserver-${i}`) })],
+      [
+        'pserver',
+        this.opts.pservers,
+        (i) => ({ PSERVER_SHARD: String(i), PSERVER_DATA_DIR: join(this.opts.stateDir, `pserver-${i}`) }),
+      ],
       // Masters are named after their slot, so `ps`, the logs and the leader lease token agree.
       ['master', this.opts.masters, (i) => ({ TRIBUTARY_ID: `master-${i}` })],
       ['trainer', this.opts.trainers, () => ({})],
       ['evaluator', this.opts.evaluators, () => ({})],
     ];
     for (const [role, count, env] of plan) {
-      const group = Array.from({ length: count }, (_, i) => new SupervisedService(this.opts, role, i, env(i), () => this.writeFile()));
+      const group = Array.from(
+        { length: count },
+        (_, i) => new SupervisedService(this.opts, role, i, env(i), () => this.writeFile()),
+      );
       this.services.push(...group);
       await Promise.all(group.map((s) => s.start()));
       say(`${count} ${role}${count === 1 ? '' : 's'} ready`);
@@ -343,7 +357,8 @@ export class LocalCluster {
   /** The pid of a service or of a server the cluster started; undefined while it is down. */
   pid(id: string): number | undefined {
     const server = this.serverById(id);
-    if (server) return server.child.exitCode === null && server.child.signalCode === null ? server.child.pid : undefined;
+    if (server)
+      return server.child.exitCode === null && server.child.signalCode === null ? server.child.pid : undefined;
     return this.serviceById(id).info.pid;
   }
 
