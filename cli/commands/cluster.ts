@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_NATS_URL, DEFAULT_REDIS_URL } from '#libs/config';
 import { LocalCluster, isAlive, readClusterFile, type ClusterFile } from '#libs/local-cluster';
@@ -241,12 +242,18 @@ export function register(program: Command, io: CliIo): void {
     .description(
       'start a local cluster: NATS and Redis if none answers, then master, pservers, trainers and an evaluator',
     )
-    .option('--trainers <n>', 'number of trainer processes', positiveInteger, 2)
+    .option(
+      '--trainers <n>',
+      `number of trainer processes (default: one per core, ${availableParallelism()} here)`,
+      positiveInteger,
+    )
     .option('--pservers <n>', 'number of parameter-server shards', positiveInteger, 2)
     .option('--masters <n>', 'number of masters (more than one starts standbys)', positiveInteger, 1)
     .option('--detach', 'start in the background and return once ready')
     .option('--no-restart', 'do not restart services that exit unexpectedly')
-    .action(async (flags: UpFlags) => {
+    .action(async (given: Omit<UpFlags, 'trainers'> & { trainers?: number }) => {
+      // A WASM trainer uses one core, so one per core keeps every core busy.
+      const flags: UpFlags = { ...given, trainers: given.trainers ?? availableParallelism() };
       if (flags.detach) await upDetached(io, flags);
       else await upForeground(io, flags);
     });
