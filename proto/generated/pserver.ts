@@ -223,9 +223,10 @@ export interface PullChunk {
 }
 
 /**
- * A reply of PushPull. Every message repeats the push's outcome; the parameters follow as
- * PullParams streams them, or, when they were not ready within pull_wait_ms, the single message
- * has with_params false and the trainer pulls them as usual.
+ * A reply of PushPull. The first message carries the push's outcome alone (with_params false),
+ * sent as soon as the push is taken; the parameters follow as PullParams streams them, every
+ * message repeating the outcome, or the stream ends there when they were not ready within
+ * pull_wait_ms (the trainer then pulls them as usual).
  */
 export interface PushPullReply {
   /** The shard version after the push. */

@@ -153,9 +153,10 @@ export class PserverClient {
   /**
    * Pushes gradients like `pushGradients` and receives, in the same call, the parameters the
    * trainer needs next (see `PushPull` in the proto), waiting up to `waitMs` for them on the
-   * shard. Refusals reject as `pushGradients` does.
+   * shard. Once the push's outcome is in, `signal` ends the wait for the parameters (the result
+   * then has none); the push itself is never cut. Refusals reject as `pushGradients` does.
    */
-  async pushPull(request: PushRequest, waitMs: number): Promise<PushPullResult> {
+  async pushPull(request: PushRequest, waitMs: number, signal?: AbortSignal): Promise<PushPullResult> {
     const { jobId, trainerId, version, samples, gradients } = request;
     const call: ClientDuplexStream<PushChunk, PushPullReply> = this.client.pushPull(this.meta(), {
       deadline: Date.now() + this.callTimeoutMs + waitMs,
@@ -170,18 +171,24 @@ export class PserverClient {
     }));
     const assembler = new TensorAssembler();
     let push: PushReply | undefined;
-    let withParams = false;
     let paramsVersion = -1;
     let expected = 0;
+    let withParams = false;
     let writeError: unknown;
     const sent = this.writeAll(call, chunks).catch((err: unknown) => {
       writeError = err;
       call.cancel();
     });
+    const stopWaiting = () => {
+      if (push !== undefined) call.cancel();
+    };
+    signal?.addEventListener('abort', stopWaiting);
     try {
       for await (const reply of call as AsyncIterable<PushPullReply>) {
         push ??= { version: reply.pushVersion, accepted: reply.accepted };
-        withParams = reply.withParams;
+        if (signal?.aborted) break;
+        if (!reply.withParams) continue;
+        withParams = true;
         paramsVersion = reply.version;
         expected = reply.tensorCount;
         if (reply.tensor) assembler.add(reply.tensor);
@@ -189,13 +196,17 @@ export class PserverClient {
       await sent;
       if (writeError !== undefined) throw writeError;
       if (push === undefined) throw new Error('push-pull ended without a reply');
-      if (!withParams) return { push };
+      if (!withParams || signal?.aborted) return { push };
       const tensors = assembler.finish().map(toNamedTensor);
       if (tensors.length !== expected) throw new Error(`push-pull ended with ${tensors.length} of ${expected} tensors`);
       return { push, params: { version: paramsVersion, tensors } };
     } catch (err) {
       call.cancel();
+      // The push was taken; only the wait for the parameters was cut.
+      if (push !== undefined && signal?.aborted && writeError === undefined) return { push };
       throw fromServiceError(writeError ?? err, this.shard, version);
+    } finally {
+      signal?.removeEventListener('abort', stopWaiting);
     }
   }
 

@@ -211,7 +211,8 @@ export class ShardedPserverClient {
 
   /**
    * `pushGradients`, and in the same call to each shard the parameters this trainer needs next
-   * (see `PserverClient.pushPull`), each shard waiting up to `waitMs` for them. `params` is
+   * (see `PserverClient.pushPull`), each shard waiting up to `waitMs` for them (`signal` ends
+   * the wait once a shard took the push). `params` is
    * undefined unless every shard took the push and sent them; with `sameVersion` (synchronous
    * training), also unless every shard sent the same version. Then pull as usual.
    */
@@ -222,7 +223,7 @@ export class ShardedPserverClient {
     options: ShardedPushOptions & { waitMs: number; sameVersion: boolean },
   ): Promise<PushOutcome & { params?: PulledParams }> {
     const { outcome, results } = await this.pushToEvery(versions, samples, gradients, options, (c, request) =>
-      c.pushPull(request, options.waitMs),
+      c.pushPull(request, options.waitMs, options.signal),
     );
     if (outcome.stale.length > 0) return outcome;
     const shards = results.map((r) => r?.params);

@@ -59,6 +59,15 @@ function trainer(id: string, params: readonly ParamInfo[] = PARAMS, jobId = 'job
   return c;
 }
 
+/** Polls `probe` until it holds (20 ms apart, up to 10 s). */
+async function waitUntil(probe: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await probe()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error('condition not met in 10 s');
+}
+
 function shardClient(k: number): PserverClient {
   const c = new PserverClient(addresses[k], { shard: k });
   clients.push(c);
@@ -190,6 +199,25 @@ describe('pserver over gRPC', () => {
     const stale = await a.pushPull(0, 8, grad, { waitMs: 50, sameVersion: true });
     expect(stale.stale).toHaveLength(2);
     expect(stale.params).toBeUndefined();
+  });
+
+  it('pserver grpc - a push-pull whose trainer must stop ends its wait once the push is taken', async () => {
+    const a = trainer('a');
+    const b = trainer('b');
+    await a.initialize(SPEC, () => filled(PARAMS, () => 1));
+    await a.join();
+    await b.join();
+    const grad = filled(PARAMS, () => 1);
+    await a.pushPull(0, 8, grad, { waitMs: 10_000, sameVersion: true });
+    // Step 1 waits for b, which never pushes; a is told to stop meanwhile.
+    const stop = new AbortController();
+    const cut = a.pushPull(1, 8, grad, { waitMs: 60_000, sameVersion: true, signal: stop.signal });
+    await waitUntil(async () => (await a.status()).every((st) => st.jobs[0].pendingPushes === 1));
+    stop.abort();
+    const outcome = await cut;
+    expect(outcome).toMatchObject({ accepted: [true, true], stale: [] });
+    expect(outcome.params).toBeUndefined();
+    expect((await a.status()).map((st) => st.jobs[0].version)).toEqual([1, 1]);
   });
 
   it('pserver grpc - push-pull answers an asynchronous push with the parameters after it', async () => {

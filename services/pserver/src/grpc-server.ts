@@ -217,8 +217,9 @@ export class PserverGrpcServer {
 
   /**
    * PushGradients, then the parameters the trainer needs next (see the proto). The push's
-   * outcome goes out first; when the parameters do not come within `pullWaitMs`, or cannot be
-   * read, the reply says so and the trainer pulls them as usual.
+   * outcome goes out at once, so a trainer that must stop can stop waiting; the parameters
+   * follow when they come within `pullWaitMs`, else the stream ends after the outcome and the
+   * trainer pulls them as usual.
    */
   private async pushPull(call: ServerDuplexStream<PushChunk, PushPullReply>): Promise<void> {
     // Reading must not end the call: a finished async iteration destroys the stream by default,
@@ -228,22 +229,18 @@ export class PserverGrpcServer {
     if (!push) return;
     const { job, header, reply } = push;
     const outcome = { pushVersion: reply.version, accepted: reply.accepted };
+    call.write({ ...outcome, withParams: false, version: 0, tensorCount: 0 });
     const abort = new AbortController();
     const onCancel = () => abort.abort(new Error('push-pull cancelled by the client'));
     call.on('cancelled', onCancel);
     try {
       const target = job.settings.mode === 'sync' ? header.version + 1 : reply.version;
-      let ready = true;
       try {
         job.wants(target);
         await job.waitForVersion(target, header.pullWaitMs, abort.signal);
       } catch {
-        ready = false;
-      }
-      if (abort.signal.aborted) return;
-      if (!ready) {
-        call.write({ ...outcome, withParams: false, version: 0, tensorCount: 0 });
-        call.end();
+        // Not ready in time, or the shard is closing: the trainer pulls, and hears why there.
+        if (!abort.signal.aborted) call.end();
         return;
       }
       const { version, tensors } = job.read();
