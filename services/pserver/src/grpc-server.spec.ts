@@ -59,6 +59,21 @@ function trainer(id: string, params: readonly ParamInfo[] = PARAMS, jobId = 'job
   return c;
 }
 
+/**
+ * Trainers a and b in the quorum of a synchronous job, b counted from version 1, and the shards
+ * at version 1 after a's push-pull alone completed step 0 (`zero`).
+ */
+async function twoTrainersAtVersionOne() {
+  const a = trainer('a');
+  const b = trainer('b');
+  await a.initialize(SPEC, () => filled(PARAMS, () => 1));
+  await a.join();
+  await b.join();
+  const grad = filled(PARAMS, () => 1);
+  const zero = await a.pushPull(0, 8, grad, { waitMs: 10_000, sameVersion: true });
+  return { a, b, grad, zero };
+}
+
 /** Polls `probe` until it holds (20 ms apart, up to 10 s). */
 async function waitUntil(probe: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 500; i++) {
@@ -169,14 +184,7 @@ describe('pserver over gRPC', () => {
   });
 
   it('pserver grpc - push-pull answers a synchronous push with the parameters of the step it belongs to', async () => {
-    const a = trainer('a');
-    const b = trainer('b');
-    await a.initialize(SPEC, () => filled(PARAMS, () => 1));
-    await a.join();
-    await b.join();
-    const grad = filled(PARAMS, () => 1);
-    // b counts in the quorum from version 1, so a's push alone completes step 0.
-    const zero = await a.pushPull(0, 8, grad, { waitMs: 10_000, sameVersion: true });
+    const { a, b, grad, zero } = await twoTrainersAtVersionOne();
     expect(zero.params?.versions).toEqual([1, 1]);
     // a's reply waits on the shards until b's push completes the step.
     const first = a.pushPull(1, 8, grad, { waitMs: 10_000, sameVersion: true });
@@ -202,13 +210,7 @@ describe('pserver over gRPC', () => {
   });
 
   it('pserver grpc - a push-pull whose trainer must stop ends its wait once the push is taken', async () => {
-    const a = trainer('a');
-    const b = trainer('b');
-    await a.initialize(SPEC, () => filled(PARAMS, () => 1));
-    await a.join();
-    await b.join();
-    const grad = filled(PARAMS, () => 1);
-    await a.pushPull(0, 8, grad, { waitMs: 10_000, sameVersion: true });
+    const { a, grad } = await twoTrainersAtVersionOne();
     // Step 1 waits for b, which never pushes; a is told to stop meanwhile.
     const stop = new AbortController();
     const cut = a.pushPull(1, 8, grad, { waitMs: 60_000, sameVersion: true, signal: stop.signal });
