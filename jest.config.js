@@ -2,7 +2,7 @@
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
-  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/test', '<rootDir>/cli'],
+  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/test', '<rootDir>/cli', '<rootDir>/bench'],
   testMatch: ['**/*.spec.ts'],
   moduleNameMapper: {
     '^#libs/(.*)$': '<rootDir>/libs/$1/src/index.ts',

@@ -1,18 +1,12 @@
 #!/usr/bin/env bash
-# Runs the benchmarks. Each one measures its own baseline in the same run and prints ratios
-# against it, so results compare across machines. Usage: bash bench/run.sh [name...]
-# (names: recordio, learner, chaos). Extra settings through each benchmark's own flags; see
-# the comment at the top of bench/<name>/*.ts.
+# Runs the benchmarks: installs and builds what is missing, converts Fashion-MNIST when needed,
+# then runs the runner with the same Node.js flags as the services (see bench/run.ts).
+#   bash bench/run.sh [NAME...] [--json FILE]      (npm run bench -- ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/prerequisites.sh >/dev/null
-names=("$@")
-[ "${#names[@]}" -gt 0 ] || names=(recordio learner)
-for name in "${names[@]}"; do
-  case "$name" in
-    recordio) echo "==> RecordIO read throughput vs. a plain sequential read"; node dist/bench/recordio/read-throughput.js ;;
-    learner) echo "==> learner train step, samples/s per TF.js backend"; node dist/bench/learner/train-step.js ;;
-    chaos) echo "==> chaos: random kills, time to recover"; node dist/bench/chaos/run.js --minutes "${CHAOS_MINUTES:-5}" --seed "${CHAOS_SEED:-1}" ;;
-    *) echo "unknown benchmark: $name (recordio, learner, chaos)" >&2; exit 2 ;;
-  esac
-done
+if ! ls data/fashion-mnist/train-*.recordio >/dev/null 2>&1; then
+  echo "==> converting Fashion-MNIST to RecordIO in data/fashion-mnist"
+  node bin/tributary.js dataset convert fashion-mnist --out data/fashion-mnist
+fi
+exec node --initial-old-space-size=256 dist/bench/run.js "$@"

@@ -5,6 +5,7 @@
  *
  *   node dist/bench/learner/train-step.js [--seconds 3]
  */
+import { pathToFileURL } from 'node:url';
 import {
   selectBackend,
   TfjsLearner,
@@ -19,7 +20,8 @@ const DEFAULT_MEASURE_SECONDS = 3;
 const WARMUP_STEPS = 3;
 const BACKENDS: BackendChoice[] = ['tensorflow', 'wasm', 'cpu'];
 
-interface Workload {
+/** A model and batch size to time. */
+export interface Workload {
   label: string;
   spec: LearnerSpec;
   batchSize: number;
@@ -33,7 +35,8 @@ const FASHION_LAYOUT: RecordLayout = {
   numClasses: 10,
 };
 
-const WORKLOADS: Workload[] = [
+/** The MLP of the example job and a small CNN. */
+export const WORKLOADS: Workload[] = [
   {
     label: 'mlp 784-128-10, batch 64',
     spec: {
@@ -62,7 +65,11 @@ function randomBatch(size: number, perExample: number): Batch {
   return { features, labels, size };
 }
 
-async function measure(
+/**
+ * Samples per second of `train` + `getUpdate` (after a `setParams`, as one synchronous step
+ * without the network) on the current backend, timed for `seconds` after a warm-up.
+ */
+export async function measure(
   workload: Workload,
   seconds: number,
 ): Promise<{ samplesPerSecond: number; msPerStep: number; steps: number }> {
@@ -117,4 +124,4 @@ async function main(): Promise<void> {
   console.table(rows);
 }
 
-await main();
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

@@ -1,0 +1,200 @@
+/**
+ * What the cluster benchmarks share: a local cluster of real service processes with its own NATS
+ * and Redis on free ports, the example Fashion-MNIST job, and the members' reports read from
+ * the members bucket.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Kvm } from '@nats-io/kv';
+import { LocalCluster, freePort } from '#libs/local-cluster';
+import { MasterClient } from '#libs/master-client';
+import {
+  KV_BUCKETS,
+  connectNats,
+  listBucketKeys,
+  type JobSummary,
+  type MemberStatus,
+  type NatsConnection,
+} from '#libs/messaging';
+import { sleep } from '#libs/retry';
+
+/** Repository root (this file runs as `dist/bench/cluster/bench-cluster.js`). */
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+/** Where the demo and the benchmarks keep Fashion-MNIST as RecordIO. */
+export const FASHION_DIR = join(ROOT, 'data', 'fashion-mnist');
+
+/** A running benchmark cluster. */
+export interface BenchCluster {
+  nc: NatsConnection;
+  dir: string;
+  /** Stops the services, NATS and Redis, and removes the state directory. */
+  stop(): Promise<void>;
+}
+
+/** Starts NATS, Redis, one master, `pservers` shards, `trainers` trainers and `evaluators` evaluators. */
+export async function startBenchCluster(
+  sizes: { trainers: number; pservers: number; evaluators: number },
+  say: (line: string) => void,
+): Promise<BenchCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'tributary-bench-'));
+  const natsUrl = `nats://127.0.0.1:${await freePort()}`;
+  const cluster = new LocalCluster({
+    root: ROOT,
+    stateDir: join(dir, 'cluster'),
+    natsUrl,
+    redisUrl: `redis://127.0.0.1:${await freePort()}`,
+    masters: 1,
+    restart: false,
+    say: () => undefined,
+    ...sizes,
+  });
+  say(`starting ${sizes.trainers} trainer(s), ${sizes.pservers} pserver(s), ${sizes.evaluators} evaluator(s)`);
+  try {
+    await cluster.start();
+  } catch (err) {
+    await cluster.stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const nc = await connectNats(natsUrl, 'bench');
+  return {
+    nc,
+    dir,
+    stop: async () => {
+      await nc.close().catch(() => undefined);
+      await cluster.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * `examples/fashion-mnist-mlp.json` as job `id`, reading the converted data set and writing
+ * under `outputDir`, with `changes` merged over its top-level fields.
+ */
+export function exampleJob(
+  id: string,
+  outputDir: string,
+  changes: Record<string, unknown> = {},
+): Record<string, unknown> {
+  if (!existsSync(join(FASHION_DIR, 'train-00000.recordio'))) {
+    throw new Error(
+      `no Fashion-MNIST RecordIO in ${FASHION_DIR}; run: npx tributary dataset convert fashion-mnist --out data/fashion-mnist`,
+    );
+  }
+  const example = JSON.parse(readFileSync(join(ROOT, 'examples', 'fashion-mnist-mlp.json'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
+  delete example['$schema'];
+  const dataset = example['dataset'] as Record<string, unknown>;
+  return {
+    ...example,
+    id,
+    dataset: {
+      ...dataset,
+      train: [join(FASHION_DIR, 'train-*.recordio')],
+      eval: [join(FASHION_DIR, 'test-*.recordio')],
+    },
+    output: join(outputDir, id),
+    ...changes,
+  };
+}
+
+/** Submits a job spec through the jobs stream. */
+export async function submit(nc: NatsConnection, spec: Record<string, unknown>): Promise<void> {
+  await new MasterClient(nc, 'bench').submitJob(spec);
+}
+
+/** Every member's latest status. */
+export async function members(nc: NatsConnection): Promise<MemberStatus[]> {
+  const kv = await new Kvm(nc).create(KV_BUCKETS.members, { history: 1 });
+  const found: MemberStatus[] = [];
+  for (const key of await listBucketKeys(nc, KV_BUCKETS.members)) {
+    const entry = await kv.get(key);
+    if (entry?.operation === 'PUT') found.push(entry.json<MemberStatus>());
+  }
+  return found;
+}
+
+/** Training throughput over a steady window, and where the steps' time went. */
+export interface SteadyThroughput {
+  /** Samples per second of all trainers together, averaged over the window. */
+  samplesPerSecond: number;
+  /** Each trainer's mean samples per second. */
+  perTrainer: number[];
+  /** Mean milliseconds per step of each phase, over the trainers and the window. */
+  trainerPhases: Record<string, number>;
+  /** The same for the pservers (barrier, update). */
+  pserverPhases: Record<string, number>;
+}
+
+/**
+ * Waits until `trainers` trainers report training, then `warmUpMs` more, then samples the
+ * members every `everyMs` for `windowMs` and averages what they report.
+ */
+export async function steadyThroughput(
+  nc: NatsConnection,
+  options: { trainers: number; warmUpMs: number; windowMs: number; everyMs?: number; say: (line: string) => void },
+): Promise<SteadyThroughput> {
+  const everyMs = options.everyMs ?? 2_000;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const training = (await members(nc)).filter((m) => m.role === 'trainer' && (m.samplesPerSecond ?? 0) > 0);
+    if (training.length >= options.trainers) break;
+    if (Date.now() > deadline)
+      throw new Error(`only ${training.length} of ${options.trainers} trainers trained within 120 s`);
+    await sleep(500);
+  }
+  options.say(`training; warming up for ${options.warmUpMs / 1000} s`);
+  await sleep(options.warmUpMs);
+  const totals: number[] = [];
+  const perTrainer = new Map<string, number[]>();
+  const phases = { trainer: new Map<string, number[]>(), pserver: new Map<string, number[]>() };
+  const end = Date.now() + options.windowMs;
+  while (Date.now() < end) {
+    const seen = await members(nc);
+    const trainers = seen.filter((m) => m.role === 'trainer' && m.jobId !== undefined);
+    totals.push(trainers.reduce((n, m) => n + (m.samplesPerSecond ?? 0), 0));
+    for (const m of trainers) perTrainer.set(m.id, [...(perTrainer.get(m.id) ?? []), m.samplesPerSecond ?? 0]);
+    for (const m of seen) {
+      const into = m.role === 'trainer' ? phases.trainer : m.role === 'pserver' ? phases.pserver : undefined;
+      for (const [phase, ms] of Object.entries(m.stepPhases ?? {})) into?.set(phase, [...(into.get(phase) ?? []), ms]);
+    }
+    options.say(`measuring: ${Math.round(totals.at(-1)!)} samples/s (${Math.ceil((end - Date.now()) / 1000)} s left)`);
+    await sleep(everyMs);
+  }
+  return {
+    samplesPerSecond: mean(totals),
+    perTrainer: [...perTrainer.values()].map(mean),
+    trainerPhases: meanOf(phases.trainer),
+    pserverPhases: meanOf(phases.pserver),
+  };
+}
+
+/** Waits for the job's `summary.json` in `outputDir/<id>`. */
+export async function waitForSummary(outputDir: string, id: string, timeoutMs: number): Promise<JobSummary> {
+  const file = join(outputDir, id, 'summary.json');
+  const deadline = Date.now() + timeoutMs;
+  while (!existsSync(file)) {
+    if (Date.now() > deadline) throw new Error(`job ${id} wrote no summary within ${timeoutMs / 1000} s`);
+    await sleep(500);
+  }
+  return JSON.parse(readFileSync(file, 'utf8')) as JobSummary;
+}
+
+/** The phases as one line: `train 8.1 · push 4.5 · ...` (ms per step). */
+export function formatPhases(phases: Record<string, number>): string {
+  const entries = Object.entries(phases);
+  return entries.length === 0 ? 'not reported' : entries.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(' · ');
+}
+
+function mean(values: number[]): number {
+  return values.length === 0 ? 0 : values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+function meanOf(byKey: Map<string, number[]>): Record<string, number> {
+  return Object.fromEntries([...byKey].map(([k, v]) => [k, Math.round(mean(v) * 100) / 100]));
+}

@@ -1,0 +1,57 @@
+/**
+ * `overhead`: samples/s of one trainer and one pserver training the example MLP (a local
+ * cluster, sync SGD, no evaluator) against the same learner training alone in a loop in this
+ * process, with where one step's time goes on each side.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { selectBackend } from '#libs/learner';
+import { benchResult, round, type BenchResult } from '../bench-result.js';
+import { exampleJob, formatPhases, startBenchCluster, steadyThroughput, submit } from '../cluster/bench-cluster.js';
+import { WORKLOADS, measure } from '../learner/train-step.js';
+
+/** How long each side is measured, after its warm-up. */
+const WINDOW_MS = 20_000;
+const WARM_UP_MS = 8_000;
+/** Target: the cluster keeps this much of the learner's own throughput. */
+const TARGET_RATIO = 0.85;
+
+/** The learner alone, as the trainer runs it: the wasm backend, the example's MLP at batch 64. */
+export async function learnerAloneSamplesPerSecond(seconds: number): Promise<number> {
+  await selectBackend('wasm');
+  return (await measure(WORKLOADS[0]!, seconds)).samplesPerSecond;
+}
+
+export async function runOverheadBench(say: (line: string) => void): Promise<BenchResult[]> {
+  say('the learner alone (wasm, MLP 784-128-10, batch 64)');
+  const alone = await learnerAloneSamplesPerSecond(WINDOW_MS / 1000);
+  say(`the learner alone: ${Math.round(alone)} samples/s`);
+  const out = mkdtempSync(join(tmpdir(), 'tributary-bench-out-'));
+  const cluster = await startBenchCluster({ trainers: 1, pservers: 1, evaluators: 0 }, say);
+  try {
+    await submit(
+      cluster.nc,
+      exampleJob('bench-overhead', out, {
+        pservers: { count: 1 },
+        stop: { maxSeconds: 600 },
+      }),
+    );
+    const steady = await steadyThroughput(cluster.nc, { trainers: 1, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
+    return [
+      benchResult({
+        name: 'overhead: 1 trainer + 1 pserver vs the learner alone',
+        figure: round(steady.samplesPerSecond),
+        unit: 'samples/s',
+        baseline: round(alone),
+        target: TARGET_RATIO,
+        detail:
+          `trainer ms/step: ${formatPhases(steady.trainerPhases)}; ` +
+          `pserver ms/step: ${formatPhases(steady.pserverPhases)}`,
+      }),
+    ];
+  } finally {
+    await cluster.stop();
+    rmSync(out, { recursive: true, force: true });
+  }
+}

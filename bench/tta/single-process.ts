@@ -1,0 +1,83 @@
+/**
+ * The single-process baseline of `tta`: a plain TensorFlow.js training loop on one core, as a
+ * user would write it without Tributary. The example job's MLP (784-128-10, relu, softmax),
+ * Adam 0.001, batch 64, the training records in file order epoch after epoch, and every 100
+ * steps the 10,000 test images scored in batches of 1,000; it stops at the first score of 0.85.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { decodeBatch, selectBackend, type RecordLayout } from '#libs/learner';
+import { expandPatterns, scanRecords } from '#libs/recordio';
+
+/** What the loop shares with the example job. */
+const LAYOUT: RecordLayout = {
+  featureShape: [784],
+  featureDtype: 'uint8',
+  scale: 1 / 255,
+  labelDtype: 'int32',
+  numClasses: 10,
+};
+const BATCH_SIZE = 64;
+const EVALUATE_EVERY_STEPS = 100;
+const EVALUATION_BATCH_SIZE = 1_000;
+/** Epochs after which the loop gives up. */
+const MAX_EPOCHS = 10;
+
+async function loadExamples(pattern: string): Promise<{ x: Float32Array; y: Int32Array; size: number }> {
+  const records: Uint8Array[] = [];
+  for (const file of await expandPatterns([pattern])) {
+    for await (const record of scanRecords(file)) records.push(record);
+  }
+  const batch = decodeBatch(records, LAYOUT);
+  return { x: batch.features, y: batch.labels as Int32Array, size: batch.size };
+}
+
+/** Seconds from the first training step to a test accuracy of `target`, and the steps it took. */
+export async function singleProcessTimeToTarget(
+  dataDir: string,
+  target: number,
+  say: (line: string) => void,
+): Promise<{ seconds: number; steps: number; accuracy: number }> {
+  await selectBackend('wasm');
+  const train = await loadExamples(`${dataDir}/train-*.recordio`);
+  const test = await loadExamples(`${dataDir}/test-*.recordio`);
+  const model = tf.sequential({
+    layers: [
+      tf.layers.dense({ inputShape: [784], units: 128, activation: 'relu' }),
+      tf.layers.dense({ units: 10, activation: 'softmax' }),
+    ],
+  });
+  model.compile({ optimizer: tf.train.adam(0.001), loss: 'sparseCategoricalCrossentropy' });
+  const accuracy = (): number => {
+    let correct = 0;
+    for (let start = 0; start < test.size; start += EVALUATION_BATCH_SIZE) {
+      const end = Math.min(test.size, start + EVALUATION_BATCH_SIZE);
+      correct += tf.tidy(() => {
+        const x = tf.tensor2d(test.x.subarray(start * 784, end * 784), [end - start, 784]);
+        const predicted = (model.predict(x) as tf.Tensor).argMax(-1);
+        return tf
+          .equal(predicted, tf.tensor1d(test.y.subarray(start, end), 'int32'))
+          .sum()
+          .dataSync()[0]!;
+      });
+    }
+    return correct / test.size;
+  };
+  const started = performance.now();
+  let steps = 0;
+  for (let epoch = 0; epoch < MAX_EPOCHS; epoch++) {
+    for (let start = 0; start + 1 <= train.size; start += BATCH_SIZE) {
+      const end = Math.min(train.size, start + BATCH_SIZE);
+      const x = tf.tensor2d(train.x.subarray(start * 784, end * 784), [end - start, 784]);
+      const y = tf.tensor1d(train.y.subarray(start, end), 'int32');
+      await model.trainOnBatch(x, y);
+      tf.dispose([x, y]);
+      steps += 1;
+      if (steps % EVALUATE_EVERY_STEPS === 0) {
+        const score = accuracy();
+        say(`single process: step ${steps}, accuracy ${score.toFixed(4)}`);
+        if (score >= target) return { seconds: (performance.now() - started) / 1000, steps, accuracy: score };
+      }
+    }
+  }
+  throw new Error(`the single-process loop did not reach ${target} in ${MAX_EPOCHS} epochs`);
+}
