@@ -6,6 +6,7 @@ import {
   InvalidGradientError,
   PserverClient,
   PserverError,
+  ShardCallError,
   ShardedPserverClient,
   StaleGradientError,
   type ParamInfo,
@@ -307,6 +308,46 @@ describe('pserver over gRPC', () => {
     );
     expect(err?.code).toBe(GrpcStatus.INTERNAL);
     expect(err?.details).toMatch(/deserializ/i);
+    expect((await shardClient(0).status()).shard).toBe(0);
+  });
+
+  it('pserver grpc - a push-pull of garbage or for an unknown job is refused and the server keeps serving', async () => {
+    const Raw = makeGenericClientConstructor(
+      {
+        pushPull: {
+          path: '/tributary.pserver.v1.ParameterServer/PushPull',
+          requestStream: true,
+          responseStream: true,
+          requestSerialize: (b: Buffer) => b,
+          requestDeserialize: (b: Buffer) => b,
+          responseSerialize: (b: Buffer) => b,
+          responseDeserialize: (b: Buffer) => b,
+        },
+      },
+      'Raw',
+    );
+    const raw = new Raw(addresses[0], credentials.createInsecure()) as unknown as {
+      pushPull(): NodeJS.ReadWriteStream & { end(b?: Buffer): void };
+      close(): void;
+    };
+    clients.push(raw);
+    const call = raw.pushPull();
+    call.on('data', () => undefined);
+    const failed = new Promise<ServiceError>((resolve) => call.on('error', resolve));
+    call.end(Buffer.from([0x0a, 0xff, 0xff, 0xff]));
+    expect((await failed).code).toBe(GrpcStatus.INTERNAL);
+
+    const t = trainer('t', PARAMS, 'job-never-started');
+    const err = await t
+      .pushPull(
+        0,
+        1,
+        filled(PARAMS, () => 1),
+        { waitMs: 50, sameVersion: true },
+      )
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(ShardCallError);
+    expect((err as Error).message).toMatch(/job-never-started/);
     expect((await shardClient(0).status()).shard).toBe(0);
   });
 
