@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { startTestServers, type TestServers } from './support/servers.js';
 import { startService } from './support/service-process.js';
 
@@ -28,6 +29,22 @@ describe('services', () => {
       expect(code).toBe(0);
     },
   );
+
+  test('services - the evaluator runs at EVALUATOR_NICENESS so trainers sharing its cores go first', async () => {
+    const svc = startService('evaluator', {
+      NATS_URL: servers.nats.url,
+      REDIS_URL: servers.redis.url,
+      EVALUATOR_NICENESS: '7',
+    });
+    await svc.waitFor(/\bready\b/);
+    expect(svc.output()).toContain('running at niceness 7');
+    // Field 19 of /proc/PID/stat is the niceness; the command name before it is in parentheses.
+    const stat = readFileSync(`/proc/${svc.child.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    expect(Number(fields[16])).toBe(7);
+    svc.child.kill('SIGTERM');
+    expect((await svc.exited).code).toBe(0);
+  });
 
   test('services - a bad environment value is one clear error at start-up', async () => {
     const svc = startService('master', { NATS_URL: 'http://127.0.0.1:1', REDIS_URL: 'nope' });

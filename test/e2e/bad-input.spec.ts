@@ -262,6 +262,7 @@ describe('bad input, end to end', () => {
             trainerId: 'rogue',
             version: 0,
             samples: 1,
+            pullWaitMs: 0,
             tensor: {
               name: param.name,
               dtype: DataType.FLOAT32,

@@ -1,5 +1,5 @@
 import { env, type EnvSpec } from '#libs/config';
-import { STATUS_TIMEOUT_MS } from './defaults.js';
+import { EVALUATOR_NICENESS, STATUS_TIMEOUT_MS } from './defaults.js';
 
 /** The evaluator's own settings. */
 export interface EvaluatorConfig {
@@ -7,10 +7,16 @@ export interface EvaluatorConfig {
   backend: 'auto' | 'tensorflow' | 'wasm' | 'cpu';
   /** How long the status request for a job summary waits for the master (`EVALUATOR_STATUS_TIMEOUT_MS`). */
   statusTimeoutMs: number;
+  /**
+   * Scheduling niceness the evaluator runs at (`EVALUATOR_NICENESS`, 0 to 19): above 0 it yields
+   * the CPU to trainers on a shared machine, and scores the newest snapshot when it gets to it.
+   */
+  niceness: number;
 }
 
 /** Environment fields of the evaluator. */
 export const EVALUATOR_CONFIG: EnvSpec<EvaluatorConfig> = {
   backend: ['TRIBUTARY_BACKEND', env.oneOf(['auto', 'tensorflow', 'wasm', 'cpu'] as const, { default: 'auto' })],
   statusTimeoutMs: ['EVALUATOR_STATUS_TIMEOUT_MS', env.int({ default: STATUS_TIMEOUT_MS, min: 100, max: 120_000 })],
+  niceness: ['EVALUATOR_NICENESS', env.int({ default: EVALUATOR_NICENESS, min: 0, max: 19 })],
 };

@@ -35,6 +35,7 @@ describe('evaluator module', () => {
       logLevel: 'error',
       backend: 'cpu',
       statusTimeoutMs: 500,
+      niceness: 0,
     };
     const app = await NestFactory.createApplicationContext(
       {

@@ -7,6 +7,7 @@ import {
   type OnApplicationBootstrap,
   type OnModuleDestroy,
 } from '@nestjs/common';
+import { getPriority, setPriority } from 'node:os';
 import type { CommonConfig } from '#libs/config';
 import { selectBackend } from '#libs/learner';
 import type { Buckets, NatsConnection } from '#libs/messaging';
@@ -38,6 +39,7 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
+    this.lowerPriority();
     const backend = await selectBackend(this.settings.backend === 'auto' ? '' : this.settings.backend);
     this.logger.log(
       `TF.js backend ${backend.name} (${backend.kind}, ${backend.threads} thread${backend.threads === 1 ? '' : 's'})` +
@@ -49,6 +51,25 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
       statusTimeoutMs: this.settings.statusTimeoutMs,
     });
     await this.evaluator.start();
+  }
+
+  /**
+   * Runs the evaluator at its configured niceness, so that on a machine it shares with trainers
+   * scoring waits for them rather than them for it. On Linux this sets the main thread's
+   * niceness, which is where TF.js computes. Not permitted (raising is always allowed, so this
+   * is rare) is logged and otherwise ignored.
+   */
+  private lowerPriority(): void {
+    const niceness = this.settings.niceness;
+    if (niceness === 0) return;
+    try {
+      setPriority(niceness);
+      this.logger.log(
+        `running at niceness ${getPriority()} (EVALUATOR_NICENESS), so trainers on this machine go first`,
+      );
+    } catch (err) {
+      this.logger.warn(`could not set niceness ${niceness}: ${(err as Error).message}`);
+    }
   }
 
   async onModuleDestroy(): Promise<void> {
