@@ -52,19 +52,31 @@ beforeAll(async () => {
   buckets = await openBuckets(nc);
 }, 60_000);
 
+/** Kills what a test left running (a failed one), so the next test's pserver is not kept waiting. */
+async function killLeftovers(): Promise<void> {
+  const alive = running.splice(0).filter((p) => p.child.exitCode === null && p.child.signalCode === null);
+  for (const p of alive) p.child.kill('SIGKILL');
+  await Promise.all(alive.map((p) => p.exited));
+}
+
+afterEach(killLeftovers);
+
 afterAll(async () => {
-  for (const p of running) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  await killLeftovers();
   await nc?.drain();
   await servers?.stop();
 });
 
-function pserver(dataDir: string, shard = 0): RunningService {
+/** Lease TTL of the test pservers: a standby takes over this long after its owner stops renewing. */
+const LEASE_TTL_MS = 3_000;
+
+function pserver(dataDir: string, shard = 0, leaseTtlMs = LEASE_TTL_MS): RunningService {
   const p = startService('pserver', {
     NATS_URL: servers.nats.url,
     REDIS_URL: servers.redis.url,
     PSERVER_SHARD: String(shard),
     PSERVER_DATA_DIR: dataDir,
-    PSERVER_LEASE_TTL_MS: '3000',
+    PSERVER_LEASE_TTL_MS: String(leaseTtlMs),
     LOG_LEVEL: 'log',
   });
   running.push(p);
@@ -108,7 +120,10 @@ describe('pserver process recovery', () => {
     const jobId = 'kill-job';
     const dataDir = join(servers.dir, 'kill');
     await liveJob(jobId);
-    const first = pserver(dataDir);
+    // A lease far longer than a restart takes, so the new process finds it still held and must
+    // see for itself that its holder is dead (on a loaded machine a 3 s lease may lapse first).
+    const leaseTtlMs = 30_000;
+    const first = pserver(dataDir, 0, leaseTtlMs);
     await first.waitFor(/pserver shard 0 ready on/);
 
     const directory = await KvShardDirectory.open(buckets.pservers, { shardCount: 1 });
@@ -142,7 +157,9 @@ describe('pserver process recovery', () => {
     await first.exited;
     const killedAt = Math.max(...seen);
 
-    const second = pserver(dataDir);
+    const second = pserver(dataDir, 0, leaseTtlMs);
+    // Standing by would mean waiting out the lease: the new process must not.
+    expect(await second.waitFor(/pserver shard 0 ready on|standing by/)).not.toMatch(/standing by/);
     const out = await second.waitFor(/pserver shard 0 ready on/);
     expect(out).toMatch(/previous owner .* is dead; taking over at once/);
     expect(out).toMatch(/resumed 1 job\(s\) before serving: kill-job/);
