@@ -81,7 +81,7 @@ export async function measure(
   const step = async (): Promise<void> => {
     learner.setParams(params);
     await learner.train(batch);
-    learner.getUpdate();
+    await learner.getUpdate();
   };
   for (let i = 0; i < WARMUP_STEPS; i++) await step();
   let steps = 0;
