@@ -75,7 +75,7 @@ async function train(
     );
     const batch: Batch = decodeBatch(share(batches[step]), LEARNER_SPEC.layout);
     await t.learner.train(batch);
-    const outcome = await t.client.pushGradients(pulled.versions, batch.size, t.learner.getUpdate());
+    const outcome = await t.client.pushGradients(pulled.versions, batch.size, await t.learner.getUpdate());
     expect(outcome.stale).toEqual([]);
   }
 }

@@ -7,6 +7,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import {
+  BACKEND_CHOICES,
   selectBackend,
   TfjsLearner,
   type Batch,
@@ -18,7 +19,7 @@ import {
 /** Measuring time per backend and model, after warm-up. */
 const DEFAULT_MEASURE_SECONDS = 3;
 const WARMUP_STEPS = 3;
-const BACKENDS: BackendChoice[] = ['tensorflow', 'wasm', 'cpu'];
+const BACKENDS: readonly BackendChoice[] = BACKEND_CHOICES;
 
 /** A model and batch size to time. */
 export interface Workload {
@@ -81,7 +82,7 @@ export async function measure(
   const step = async (): Promise<void> => {
     learner.setParams(params);
     await learner.train(batch);
-    learner.getUpdate();
+    await learner.getUpdate();
   };
   for (let i = 0; i < WARMUP_STEPS; i++) await step();
   let steps = 0;

@@ -2,38 +2,56 @@ import * as tf from '@tensorflow/tfjs';
 import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
-import { BackendUnavailableError } from './errors.js';
+import { BackendUnavailableError, firstLineOf } from './errors.js';
 import { registerWasmKernels } from './kernels/register.js';
+import { importFailure, importOptional } from './optional-package.js';
+import { WebgpuAdapter } from './webgpu-adapter.js';
 
-/** Environment variable that forces one backend: `tensorflow`, `wasm` or `cpu`. */
+/** Environment variable that forces one backend: `tensorflow`, `webgpu`, `wasm` or `cpu`. */
 export const BACKEND_ENV_VAR = 'TRIBUTARY_BACKEND';
 
-/** Backends a caller may ask for; `tensorflow` means tfjs-node-gpu, else tfjs-node. */
-export const BACKEND_CHOICES = ['tensorflow', 'wasm', 'cpu'] as const;
+/**
+ * Backends a caller may ask for: `tensorflow` means tfjs-node-gpu, else tfjs-node; `webgpu`
+ * means tfjs-backend-webgpu on Dawn (the `webgpu` package).
+ */
+export const BACKEND_CHOICES = ['tensorflow', 'webgpu', 'wasm', 'cpu'] as const;
 
 /** One of {@link BACKEND_CHOICES}. */
 export type BackendChoice = (typeof BACKEND_CHOICES)[number];
 
-/** What kind of compute the selected backend runs on. */
+/**
+ * What kind of compute the selected backend runs on. A forced `webgpu` backend on a software
+ * adapter (SwiftShader, llvmpipe) is `cpu`.
+ */
 export type BackendKind = 'gpu' | 'native' | 'wasm-simd' | 'wasm' | 'cpu';
 
 /** The backend a process trains with, for the caller to log. */
 export interface BackendInfo {
-  /** TensorFlow.js backend name: `tensorflow`, `wasm` or `cpu`. */
+  /** TensorFlow.js backend name: `tensorflow`, `webgpu`, `wasm` or `cpu`. */
   name: string;
   kind: BackendKind;
   /** Whether the wasm binary in use has SIMD; false for the other backends. */
   simd: boolean;
-  /** Threads the backend computes with. */
+  /** Threads the backend computes with; 1 for `webgpu`, whose work runs on the GPU. */
   threads: number;
+  /** The device, where the backend names one: the WebGPU adapter for `webgpu`. */
+  device?: string;
   /** Why each faster backend was passed over, in the order tried (empty when forced). */
   skipped: string[];
 }
 
-const TFJS_NODE_PACKAGES = [
-  { pkg: '@tensorflow/tfjs-node-gpu', kind: 'gpu' },
-  { pkg: '@tensorflow/tfjs-node', kind: 'native' },
-] as const;
+/** How {@link selectBackend} may be tuned besides the choice of backend. */
+export interface SelectBackendOptions {
+  /**
+   * Options handed to Dawn's `create` for the webgpu route, for example `backend=vulkan` or
+   * `adapter=NAME` to pick one adapter among several. None by default.
+   */
+  dawnOptions?: readonly string[];
+}
+
+const TFJS_NODE_GPU_PACKAGE = '@tensorflow/tfjs-node-gpu';
+const TFJS_NODE_PACKAGE = '@tensorflow/tfjs-node';
+const TFJS_NODE_PACKAGES = [TFJS_NODE_GPU_PACKAGE, TFJS_NODE_PACKAGE] as const;
 
 const WASM_PACKAGE = '@tensorflow/tfjs-backend-wasm';
 
@@ -44,6 +62,14 @@ export interface WasmBackendModule {
 }
 
 let wasmModule: Promise<WasmBackendModule> | undefined;
+
+/**
+ * Whether a backend of that name is registered with `@tensorflow/tfjs`. `tf.findBackendFactory`
+ * returns null for an unknown name, whatever its declared type says.
+ */
+function isRegistered(name: string): boolean {
+  return tf.findBackendFactory(name) != null;
+}
 
 /**
  * Loads the wasm backend package, points it at the `.wasm` binaries in its own `dist` folder
@@ -62,7 +88,7 @@ async function loadWasmBackendModule(): Promise<WasmBackendModule> {
   const loaded = (await import(WASM_PACKAGE)) as Partial<WasmBackendModule> & { default?: WasmBackendModule };
   const wasm: WasmBackendModule =
     typeof loaded.setWasmPaths === 'function' ? (loaded as WasmBackendModule) : loaded.default!;
-  if (tf.findBackendFactory('wasm') === undefined) {
+  if (!isRegistered('wasm')) {
     throw new BackendUnavailableError(
       `${WASM_PACKAGE} registered its backend into another @tensorflow/tfjs-core instance than @tensorflow/tfjs uses`,
     );
@@ -71,11 +97,6 @@ async function loadWasmBackendModule(): Promise<WasmBackendModule> {
   wasm.setWasmPaths(distDir + sep);
   registerWasmKernels();
   return wasm;
-}
-
-/** Loads a module by name at run time, so that optional packages may be absent. */
-async function importOptional(specifier: string): Promise<unknown> {
-  return import(specifier);
 }
 
 async function activate(name: string): Promise<void> {
@@ -92,31 +113,97 @@ async function activate(name: string): Promise<void> {
   }
 }
 
+/** Loads a tfjs-node package; it registers the `tensorflow` backend as it loads. */
+async function loadTfjsNode(pkg: string): Promise<void> {
+  try {
+    await importOptional(pkg);
+  } catch (cause) {
+    throw new BackendUnavailableError(`${pkg}: ${importFailure(pkg, cause)}`, { cause });
+  }
+  if (!isRegistered('tensorflow')) {
+    throw new BackendUnavailableError(
+      `${pkg} loaded but registered its backend into another @tensorflow/tfjs-core instance than @tensorflow/tfjs uses`,
+    );
+  }
+}
+
+/** Whether the active `tensorflow` backend computes on a CUDA device (tfjs-node-gpu says so). */
+function tensorflowOnGpu(): boolean {
+  return (tf.backend() as { isUsingGpuDevice?: boolean }).isUsingGpuDevice !== false;
+}
+
+function tensorflowInfo(kind: 'gpu' | 'native'): BackendInfo {
+  return { name: 'tensorflow', kind, simd: false, threads: availableParallelism(), skipped: [] };
+}
+
+/** tfjs-node-gpu, only when TensorFlow finds a CUDA GPU: on the CPU it ranks after webgpu. */
+async function useTfjsNodeGpu(): Promise<BackendInfo> {
+  await loadTfjsNode(TFJS_NODE_GPU_PACKAGE);
+  await activate('tensorflow');
+  if (!tensorflowOnGpu()) {
+    throw new BackendUnavailableError(`${TFJS_NODE_GPU_PACKAGE}: TensorFlow found no CUDA GPU`);
+  }
+  return tensorflowInfo('gpu');
+}
+
+/** Native TensorFlow on the CPU: tfjs-node, or tfjs-node-gpu already loaded without a GPU. */
+async function useTfjsNodeCpu(): Promise<BackendInfo> {
+  // Both packages register the same `tensorflow` backend; loading the second would clash.
+  if (!isRegistered('tensorflow')) await loadTfjsNode(TFJS_NODE_PACKAGE);
+  await activate('tensorflow');
+  return tensorflowInfo('native');
+}
+
+/** Forced `tensorflow`: tfjs-node-gpu (on a GPU or not), else tfjs-node. */
 async function useTensorflow(): Promise<BackendInfo> {
   const failures: string[] = [];
-  for (const { pkg, kind } of TFJS_NODE_PACKAGES) {
+  for (const pkg of TFJS_NODE_PACKAGES) {
     try {
       await importOptional(pkg);
     } catch (cause) {
-      failures.push(`${pkg}: ${cause instanceof Error ? cause.message.split('\n')[0] : String(cause)}`);
+      failures.push(`${pkg}: ${importFailure(pkg, cause)}`);
       continue;
     }
-    if (tf.findBackendFactory('tensorflow') === undefined) {
+    if (!isRegistered('tensorflow')) {
       throw new BackendUnavailableError(
         `${pkg} loaded but registered its backend into another @tensorflow/tfjs-core instance than @tensorflow/tfjs uses`,
       );
     }
     await activate('tensorflow');
-    const usingGpu = (tf.backend() as { isUsingGpuDevice?: boolean }).isUsingGpuDevice;
-    return {
-      name: 'tensorflow',
-      kind: kind === 'gpu' && usingGpu !== false ? 'gpu' : 'native',
-      simd: false,
-      threads: availableParallelism(),
-      skipped: [],
-    };
+    return tensorflowInfo(pkg === TFJS_NODE_GPU_PACKAGE && tensorflowOnGpu() ? 'gpu' : 'native');
   }
   throw new BackendUnavailableError(`no TensorFlow native binding is installed (${failures.join('; ')})`);
+}
+
+/** The adapter TensorFlow.js's `webgpu` backend was registered on, once one was. */
+let webgpuStarted: Promise<WebgpuAdapter> | undefined;
+
+/**
+ * tfjs-backend-webgpu on Dawn. A software adapter is passed over unless `forced`. The first
+ * adapter started serves the whole process: TensorFlow.js keeps one backend per name.
+ */
+async function useWebgpu(forced: boolean, options: SelectBackendOptions): Promise<BackendInfo> {
+  const adapter = (await webgpuStarted) ?? (await WebgpuAdapter.find(options.dawnOptions));
+  if (adapter.software !== undefined && !forced) {
+    throw new BackendUnavailableError(`webgpu: adapter '${adapter.description}' is ${adapter.software}`);
+  }
+  webgpuStarted ??= adapter.start().then(
+    () => adapter,
+    (error: unknown) => {
+      webgpuStarted = undefined;
+      throw error;
+    },
+  );
+  await webgpuStarted;
+  await activate('webgpu');
+  return {
+    name: 'webgpu',
+    kind: adapter.software === undefined ? 'gpu' : 'cpu',
+    simd: false,
+    threads: 1,
+    device: adapter.description,
+    skipped: [],
+  };
 }
 
 async function useWasm(): Promise<BackendInfo> {
@@ -137,11 +224,23 @@ async function useCpu(): Promise<BackendInfo> {
   return { name: 'cpu', kind: 'cpu', simd: false, threads: 1, skipped: [] };
 }
 
-const ACTIVATORS: Record<BackendChoice, () => Promise<BackendInfo>> = {
+type Activator = (options: SelectBackendOptions) => Promise<BackendInfo>;
+
+const FORCED: Record<BackendChoice, Activator> = {
   tensorflow: useTensorflow,
+  webgpu: (options) => useWebgpu(true, options),
   wasm: useWasm,
   cpu: useCpu,
 };
+
+/** Fastest first. Native TensorFlow on the CPU beats WebAssembly, so it comes before wasm. */
+const AUTOMATIC: readonly Activator[] = [
+  useTfjsNodeGpu,
+  (options) => useWebgpu(false, options),
+  useTfjsNodeCpu,
+  useWasm,
+  useCpu,
+];
 
 function isBackendChoice(value: string): value is BackendChoice {
   return (BACKEND_CHOICES as readonly string[]).includes(value);
@@ -149,14 +248,15 @@ function isBackendChoice(value: string): value is BackendChoice {
 
 /**
  * Makes the fastest available TensorFlow.js backend the active one and describes it. Order:
- * tfjs-node-gpu, tfjs-node (both optional packages), wasm (SIMD when the runtime has it), plain
- * JS `cpu`. `preferred`, else the `TRIBUTARY_BACKEND` environment variable, forces one choice
- * (an empty string or `auto` means no preference); a forced backend that cannot start is an
- * error, not a silent fallback.
+ * tfjs-node-gpu on a CUDA GPU, webgpu on a hardware GPU adapter, native TensorFlow on the CPU
+ * (tfjs-node, or tfjs-node-gpu without a GPU), wasm (SIMD when the runtime has it), plain JS
+ * `cpu`. `preferred`, else the `TRIBUTARY_BACKEND` environment variable, forces one choice (an
+ * empty string or `auto` means no preference); a forced backend that cannot start is an error,
+ * not a silent fallback, and a forced `webgpu` takes a software adapter too.
  *
  * @throws BackendUnavailableError for an unknown or unavailable forced backend.
  */
-export async function selectBackend(preferred?: string): Promise<BackendInfo> {
+export async function selectBackend(preferred?: string, options: SelectBackendOptions = {}): Promise<BackendInfo> {
   const noPreference = (value: string | undefined): boolean => value === undefined || value === '' || value === 'auto';
   const fromCaller = !noPreference(preferred);
   const forced = fromCaller ? preferred : process.env[BACKEND_ENV_VAR];
@@ -166,13 +266,13 @@ export async function selectBackend(preferred?: string): Promise<BackendInfo> {
         `unknown backend '${forced}' (from ${fromCaller ? 'the caller' : BACKEND_ENV_VAR}); expected one of ${BACKEND_CHOICES.join(', ')}`,
       );
     }
-    return ACTIVATORS[forced]();
+    return FORCED[forced](options);
   }
   const failures: unknown[] = [];
-  for (const choice of BACKEND_CHOICES) {
+  for (const start of AUTOMATIC) {
     try {
-      const info = await ACTIVATORS[choice]();
-      return { ...info, skipped: failures.map((f) => (f instanceof Error ? f.message : String(f))) };
+      const info = await start(options);
+      return { ...info, skipped: failures.map(firstLineOf) };
     } catch (error) {
       failures.push(error);
     }

@@ -1,5 +1,14 @@
 /** Errors raised by the learner library. Each message names the offending value and where. */
 
+/**
+ * The first line of an error's message. Reads `message` rather than testing `instanceof Error`:
+ * native addons (Dawn, TensorFlow) and test sandboxes throw errors of another realm.
+ */
+export function firstLineOf(error: unknown): string {
+  const message = (error as { message?: unknown } | null)?.message;
+  return (typeof message === 'string' ? message : String(error)).split('\n')[0]!;
+}
+
 /** No requested TensorFlow.js backend could be initialised. */
 export class BackendUnavailableError extends Error {
   override readonly name = 'BackendUnavailableError';

@@ -3,7 +3,7 @@
  * job spec describes, the learner interface a trainer drives, record decoding and model export.
  */
 export { BACKEND_CHOICES, BACKEND_ENV_VAR, prepareWasmBackend, selectBackend } from './backend.js';
-export type { BackendChoice, BackendInfo, BackendKind, WasmBackendModule } from './backend.js';
+export type { BackendChoice, BackendInfo, BackendKind, SelectBackendOptions, WasmBackendModule } from './backend.js';
 
 export { decodeBatch } from './batch.js';
 

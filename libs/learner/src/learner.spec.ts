@@ -127,14 +127,14 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
           const batch = makeBatch(spec, size, seed);
           learner.setParams(params);
           await learner.train(batch);
-          const whole = learner.getUpdate();
+          const whole = await learner.getUpdate();
 
           learner.setParams(params);
           await learner.train(sliceBatch(batch, 0, split));
-          const first = learner.getUpdate();
+          const first = await learner.getUpdate();
           learner.setParams(params);
           await learner.train(sliceBatch(batch, split, size));
-          const second = learner.getUpdate();
+          const second = await learner.getUpdate();
           const weighted = first.map((t, i) => ({
             ...t,
             data: t.data.map((v, j) => (v * split + second[i]!.data[j]! * (size - split)) / size),
@@ -144,7 +144,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
           learner.setParams(params);
           await learner.train(sliceBatch(batch, 0, split));
           await learner.train(sliceBatch(batch, split, size));
-          expect(maxAbsDiff(whole, learner.getUpdate())).toBeLessThanOrEqual(1e-5);
+          expect(maxAbsDiff(whole, await learner.getUpdate())).toBeLessThanOrEqual(1e-5);
         }),
         { numRuns: 6 },
       );
@@ -167,7 +167,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
         learner.setParams(params);
         await learner.train(batch);
         if (step % 2 === 0) await learner.train(batch);
-        learner.getUpdate();
+        await learner.getUpdate();
         if (step % 10 === 0) await learner.evaluate(batch);
         if (step === 0) steady = tf.memory().numTensors;
       }
@@ -186,7 +186,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
     for (let step = 0; step < 30; step++) {
       learner.setParams(params);
       losses.push((await learner.train(batch)).loss);
-      const update = learner.getUpdate();
+      const update = await learner.getUpdate();
       params = params.map((p, i) => ({ ...p, data: p.data.map((v, j) => v - 0.5 * update[i]!.data[j]!) }));
     }
     expect(losses[29]!).toBeLessThan(losses[0]! * 0.7);
@@ -204,10 +204,10 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
 
     reference.setParams(start);
     await reference.train(batch);
-    const gradient = reference.getUpdate();
+    const gradient = await reference.getUpdate();
     learner.setParams(start);
     await learner.train(batch);
-    const delta = learner.getUpdate();
+    const delta = await learner.getUpdate();
     const expected = gradient.map((g) => ({ ...g, data: g.data.map((v) => -rate * v) }));
     expect(maxAbsDiff(delta, expected)).toBeLessThanOrEqual(1e-6);
 
@@ -217,7 +217,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
 
     await learner.train(batch);
     await learner.train(batch);
-    const second = learner.getUpdate();
+    const second = await learner.getUpdate();
     const after = await learner.getParams();
     const twoSteps = now.map((p, i) => ({ ...p, data: p.data.map((v, j) => v + second[i]!.data[j]!) }));
     expect(maxAbsDiff(after, twoSteps)).toBeLessThanOrEqual(1e-6);
@@ -228,14 +228,14 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
   it('learner - getUpdate repeats the last update until the next train call', async () => {
     const learner = new TfjsLearner();
     await learner.initialize(MLP_SPEC);
-    expect(() => learner.getUpdate()).toThrow(LearnerStateError);
+    await expect(learner.getUpdate()).rejects.toThrow(LearnerStateError);
     await learner.train(makeBatch(MLP_SPEC, 4, 1));
-    const first = learner.getUpdate();
-    expect(learner.getUpdate()).toBe(first);
+    const first = await learner.getUpdate();
+    expect(await learner.getUpdate()).toBe(first);
     await learner.train(makeBatch(MLP_SPEC, 4, 2));
-    expect(maxAbsDiff(learner.getUpdate(), first)).toBeGreaterThan(0);
+    expect(maxAbsDiff(await learner.getUpdate(), first)).toBeGreaterThan(0);
     learner.setParams(await learner.getParams());
-    expect(() => learner.getUpdate()).toThrow(LearnerStateError);
+    await expect(learner.getUpdate()).rejects.toThrow(LearnerStateError);
     learner.shutdown();
   });
 
@@ -292,7 +292,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
     const { loss } = await learner.train(makeBatch(MLP_SPEC, 16, 2));
     expect(Number.isFinite(loss)).toBe(true);
     expect(loss).toBeGreaterThan(10);
-    for (const t of learner.getUpdate()) expect(t.data.every((v) => Number.isFinite(v))).toBe(true);
+    for (const t of await learner.getUpdate()) expect(t.data.every((v) => Number.isFinite(v))).toBe(true);
     learner.shutdown();
   });
 
@@ -348,7 +348,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
   it('learner - calls before initialize are refused', async () => {
     const learner = new TfjsLearner();
     await expect(learner.getParams()).rejects.toThrow(LearnerStateError);
-    expect(() => learner.getUpdate()).toThrow(/not initialised/);
+    await expect(learner.getUpdate()).rejects.toThrow(/not initialised/);
     learner.shutdown();
   });
 });
@@ -363,7 +363,7 @@ describe('learner across backends', () => {
       const learner = new TfjsLearner();
       await learner.initialize(CNN_SPEC);
       await learner.train(batch);
-      updates.push(learner.getUpdate());
+      updates.push(await learner.getUpdate());
       learner.shutdown();
     }
     const [cpu, wasm] = updates as [PlainTensor[], PlainTensor[]];

@@ -60,9 +60,10 @@ export interface Learner {
   /**
    * The update since the last `setParams` or `getUpdate`: the gradient of the mean loss over
    * every example trained on, or the parameter delta after local steps. Same names and order
-   * as `getParams`.
+   * as `getParams`. Asynchronous because the webgpu backend can only read results back
+   * asynchronously under Node.
    */
-  getUpdate(): PlainTensor[];
+  getUpdate(): Promise<PlainTensor[]>;
   /** Scores a minibatch without training on it. */
   evaluate(batch: Batch): Promise<EvaluationResult>;
   /** Releases the model and every tensor the learner holds. */
@@ -79,16 +80,20 @@ export type UpdateMode = 'gradient' | 'delta';
 /** Learning rate of the local SGD steps in `delta` mode when none is given. */
 export const DEFAULT_LOCAL_LEARNING_RATE = 0.01;
 
-/** Backends whose `dataSync` returns a fresh copy of the tensor's memory, never a shared array. */
+/**
+ * Backends whose `data()` hands out a fresh copy of the tensor's memory, never an array shared
+ * with the tensor: wasm copies out of its heap. The cpu backend returns the tensor's own array,
+ * and webgpu caches the array it read back on the tensor, which views of it (a reshape) share.
+ */
 const COPYING_BACKENDS = new Set(['wasm']);
 
-/**
- * The tensor's values in an array the caller owns: the one `dataSync` returned on a backend
- * that copies anyway (the wasm backend copies out of its heap), else a copy of it.
- */
-function ownedFloat32(tensor: tf.Tensor): Float32Array {
-  const data = tensor.dataSync() as Float32Array;
-  return COPYING_BACKENDS.has(tf.getBackend()) ? data : new Float32Array(data);
+/** The tensors' values, each in an array the caller owns. */
+async function ownedFloat32(tensors: tf.Tensor[]): Promise<Float32Array[]> {
+  // Read asynchronously: the webgpu backend cannot read synchronously under Node (its
+  // `dataSync` path draws through an OffscreenCanvas, which Node lacks).
+  const copying = COPYING_BACKENDS.has(tf.getBackend());
+  const values = await Promise.all(tensors.map((t) => t.data() as Promise<Float32Array>));
+  return copying ? values : values.map((v) => new Float32Array(v));
 }
 
 /** Options of a {@link TfjsLearner}. */
@@ -124,7 +129,8 @@ export class TfjsLearner implements Learner {
   /** delta mode: the parameters when the update started. */
   private startParams: tf.Tensor[] | undefined;
   private samplesInUpdate = 0;
-  private lastUpdate: PlainTensor[] | undefined;
+  /** The update `getUpdate` handed out last, until the next `train` starts a new one. */
+  private lastUpdate: Promise<PlainTensor[]> | undefined;
 
   constructor(options: TfjsLearnerOptions = {}) {
     this.mode = options.mode ?? 'gradient';
@@ -235,31 +241,33 @@ export class TfjsLearner implements Learner {
     return { loss, samples: batch.size };
   }
 
-  getUpdate(): PlainTensor[] {
+  async getUpdate(): Promise<PlainTensor[]> {
     const built = this.require();
     if (this.samplesInUpdate === 0) {
       if (this.lastUpdate !== undefined) return this.lastUpdate;
       throw new LearnerStateError('getUpdate called with no train call since setParams');
     }
-    let update: PlainTensor[];
+    let sources: tf.Tensor[];
     if (this.mode === 'gradient') {
-      update = built.params.map(({ name, variable }, i) => ({
-        name,
-        dtype: 'float32',
-        shape: [...variable.shape],
-        data: ownedFloat32(this.meanGradients![i]!),
-      }));
+      // Taken over from the running mean, so that `startUpdate` below leaves them alive.
+      sources = this.meanGradients!;
+      this.meanGradients = undefined;
     } else {
-      update = tf.tidy(() =>
+      sources = tf.tidy(() => built.params.map(({ variable }, i) => tf.sub(variable, this.startParams![i]!)));
+    }
+    // The next update starts now, before the read-back: the parameters it is measured from
+    // are those of this moment.
+    this.startUpdate();
+    const update = ownedFloat32(sources)
+      .then((values) =>
         built.params.map(({ name, variable }, i) => ({
           name,
           dtype: 'float32' as const,
           shape: [...variable.shape],
-          data: ownedFloat32(tf.sub(variable, this.startParams![i]!)),
+          data: values[i]!,
         })),
-      );
-    }
-    this.startUpdate();
+      )
+      .finally(() => tf.dispose(sources));
     this.lastUpdate = update;
     return update;
   }

@@ -41,8 +41,9 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
   async onApplicationBootstrap(): Promise<void> {
     this.lowerPriority();
     const backend = await selectBackend(this.settings.backend === 'auto' ? '' : this.settings.backend);
+    const on = backend.device ?? `${backend.threads} thread${backend.threads === 1 ? '' : 's'}`;
     this.logger.log(
-      `TF.js backend ${backend.name} (${backend.kind}, ${backend.threads} thread${backend.threads === 1 ? '' : 's'})` +
+      `TF.js backend ${backend.name} (${backend.kind}, ${on})` +
         (backend.skipped.length > 0 ? `; passed over: ${backend.skipped.join('; ')}` : ''),
     );
     this.evaluator = new Evaluator(this.nc, this.buckets, this.params, this.logger, {

@@ -1,4 +1,5 @@
 import { env, type EnvSpec } from '#libs/config';
+import { BACKEND_CHOICES, type BackendChoice } from '#libs/learner';
 import {
   IDLE_TASK_WAIT_MS,
   PROGRESS_LOG_INTERVAL_MS,
@@ -9,7 +10,7 @@ import {
 /** The trainer's own settings. */
 export interface TrainerConfig {
   /** TF.js backend to force (`TRIBUTARY_BACKEND`); by default the fastest present is chosen. */
-  backend: 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+  backend: 'auto' | BackendChoice;
   /** How long to wait for a task before leaving the sync quorum as idle (`TRAINER_IDLE_WAIT_MS`). */
   idleTaskWaitMs: number;
   /** How often a progress line is logged while training (`TRAINER_PROGRESS_INTERVAL_MS`). */
@@ -28,7 +29,7 @@ export interface TrainerConfig {
 
 /** Environment fields of the trainer. */
 export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
-  backend: ['TRIBUTARY_BACKEND', env.oneOf(['auto', 'tensorflow', 'wasm', 'cpu'] as const, { default: 'auto' })],
+  backend: ['TRIBUTARY_BACKEND', env.oneOf(['auto', ...BACKEND_CHOICES] as const, { default: 'auto' })],
   idleTaskWaitMs: ['TRAINER_IDLE_WAIT_MS', env.int({ default: IDLE_TASK_WAIT_MS, min: 100, max: 60_000 })],
   progressLogIntervalMs: [
     'TRAINER_PROGRESS_INTERVAL_MS',

@@ -6,6 +6,22 @@ import { ConnectionsModule } from '#libs/service-runtime';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import type { TrainerConfig } from './trainer-config.js';
 import { TrainerModule } from './trainer.module.js';
+import { describeBackend } from './trainer.service.js';
+
+describe('trainer backend line', () => {
+  it('trainer service - the backend line names the webgpu adapter, the wasm SIMD state or the threads', () => {
+    const base = { simd: false, threads: 1, skipped: [] };
+    expect(describeBackend({ ...base, name: 'webgpu', kind: 'gpu', device: 'nvidia hopper (NVIDIA H100)' })).toBe(
+      'gpu (webgpu, nvidia hopper (NVIDIA H100))',
+    );
+    expect(describeBackend({ ...base, name: 'wasm', kind: 'wasm-simd', simd: true })).toBe(
+      'wasm-simd (SIMD on, 1 thread)',
+    );
+    expect(describeBackend({ ...base, name: 'tensorflow', kind: 'native', threads: 8 })).toBe(
+      'native (tensorflow, 8 threads)',
+    );
+  });
+});
 
 describe('trainer service (Nest wiring, real NATS and Redis)', () => {
   let servers: TestServers;

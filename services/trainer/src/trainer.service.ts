@@ -17,10 +17,14 @@ import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import type { TrainerConfig } from './trainer-config.js';
 import { TrainerWorker } from './trainer-worker.js';
 
-/** Describes the backend for the start-up line, e.g. `wasm-simd (SIMD on, 1 thread)`. */
+/**
+ * Describes the backend for the start-up line, e.g. `wasm-simd (SIMD on, 1 thread)` or
+ * `gpu (webgpu, nvidia hopper (NVIDIA H100 PCIe))`.
+ */
 export function describeBackend(info: BackendInfo): string {
   const threads = `${info.threads} thread${info.threads === 1 ? '' : 's'}`;
   if (info.name === 'wasm') return `${info.kind} (SIMD ${info.simd ? 'on' : 'off'}, ${threads})`;
+  if (info.device !== undefined) return `${info.kind} (${info.name}, ${info.device})`;
   return `${info.kind} (${info.name}, ${threads})`;
 }
 
@@ -46,7 +50,8 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     const { id } = this.config;
     const backend = await selectBackend(this.config.backend === 'auto' ? '' : this.config.backend);
     this.logger.log(`trainer ${id} using backend ${describeBackend(backend)}`);
-    for (const reason of backend.skipped) this.logger.debug(`backend passed over: ${reason}`);
+    // At the normal level: a trainer on a GPU machine that ends up on the CPU must say why.
+    for (const reason of backend.skipped) this.logger.log(`backend passed over: ${reason}`);
 
     this.beacon = new MemberBeacon(this.buckets.members, {
       role: 'trainer',

@@ -31,7 +31,7 @@ class FakeLearner implements Learner {
     this.calls.push(`train ${batch.labels[0]}`);
     return { loss: 0, samples: batch.size };
   }
-  getUpdate(): PlainTensor[] {
+  async getUpdate(): Promise<PlainTensor[]> {
     return [{ name: 'w', dtype: 'float32', shape: [1], data: new Float32Array([0.5]) }];
   }
   async evaluate() {

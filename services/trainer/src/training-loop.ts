@@ -168,7 +168,7 @@ export class TrainingLoop {
         throw err;
       }
       await this.phases.time('train', () => this.learner.train(batch));
-      const update = this.phases.timeSync('getUpdate', () => this.learner.getUpdate());
+      const update = await this.phases.time('getUpdate', () => this.learner.getUpdate());
       const held = this.held!;
       let outcome: PushOutcome & { params?: PulledParams };
       try {
