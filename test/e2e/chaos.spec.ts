@@ -17,11 +17,15 @@ const JOB_ID = 'chaos-job';
 const PSERVERS = 2;
 /** Accuracy the job must reach, well after the kills are over. */
 const TARGET_ACCURACY = 0.9;
-/** The job's own budget: stopping on it (reason maxSeconds) fails the test. */
-const JOB_MAX_SECONDS = 170;
+/**
+ * The job's own budget: stopping on it (reason maxSeconds) fails the test. The job needs about
+ * 3,800 steps: 80 s on an idle 2-core machine, over 200 s on one that runs other work too, so
+ * the budget bounds a wedged job without failing a slow one.
+ */
+const JOB_MAX_SECONDS = 360;
 /** Versions trained before the first kill, so every service is busy when it starts. */
 const WARM_UP_VERSIONS = 20;
-const TEST_TIMEOUT_MS = 240_000;
+const TEST_TIMEOUT_MS = 450_000;
 
 describe('chaos, end to end', () => {
   let dir: string;
