@@ -3,7 +3,9 @@ import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
 import { BackendUnavailableError } from './errors.js';
+import { chooseKernelPath, type KernelPath, type KernelPathInfo } from './kernels/kernel-path.js';
 import { registerWasmKernels } from './kernels/register.js';
+import type { WasmHeapBackend } from './kernels/wasm-heap.js';
 
 /** Environment variable that forces one backend: `tensorflow`, `wasm` or `cpu`. */
 export const BACKEND_ENV_VAR = 'TRIBUTARY_BACKEND';
@@ -28,6 +30,11 @@ export interface BackendInfo {
   threads: number;
   /** Why each faster backend was passed over, in the order tried (empty when forced). */
   skipped: string[];
+  /**
+   * On the wasm backend, which versions of our gradient kernels run (`wasm-simd` or `js`) and,
+   * for `js`, why; absent on the other backends, which use their own.
+   */
+  kernels?: KernelPathInfo;
 }
 
 const TFJS_NODE_PACKAGES = [
@@ -129,7 +136,24 @@ async function useWasm(): Promise<BackendInfo> {
     simd,
     threads: Math.max(1, wasm.getThreadsCount()),
     skipped: [],
+    kernels: chooseKernelPath(tf.backend() as unknown as WasmHeapBackend),
   };
+}
+
+/**
+ * Chooses again which versions of our gradient kernels the wasm backend runs (see
+ * {@link BackendInfo.kernels}): `preferred`, else `TRIBUTARY_KERNELS` (`js` forces plain
+ * JavaScript), else SIMD where it loads. {@link selectBackend} already chose once; this is for
+ * comparing the two in one process.
+ *
+ * @throws BackendUnavailableError when the wasm backend has not been initialised.
+ */
+export function selectWasmKernels(preferred?: KernelPath): KernelPathInfo {
+  const backend = tf.findBackend('wasm');
+  if (backend === null) {
+    throw new BackendUnavailableError("the wasm backend has not been initialised (tf.setBackend('wasm'))");
+  }
+  return chooseKernelPath(backend as unknown as WasmHeapBackend, preferred);
 }
 
 async function useCpu(): Promise<BackendInfo> {
