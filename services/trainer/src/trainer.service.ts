@@ -17,11 +17,17 @@ import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import type { TrainerConfig } from './trainer-config.js';
 import { TrainerWorker } from './trainer-worker.js';
 
-/** Describes the backend for the start-up line, e.g. `wasm-simd (SIMD on, 1 thread)`. */
+/**
+ * Describes the backend for the start-up line, e.g. `wasm-simd (SIMD on, 1 thread, wasm-simd
+ * kernels)`, or on the plain JavaScript kernel path `... js kernels: TRIBUTARY_KERNELS=js)`.
+ */
 export function describeBackend(info: BackendInfo): string {
   const threads = `${info.threads} thread${info.threads === 1 ? '' : 's'}`;
-  if (info.name === 'wasm') return `${info.kind} (SIMD ${info.simd ? 'on' : 'off'}, ${threads})`;
-  return `${info.kind} (${info.name}, ${threads})`;
+  if (info.name !== 'wasm') return `${info.kind} (${info.name}, ${threads})`;
+  const kernels = info.kernels
+    ? `, ${info.kernels.path} kernels${info.kernels.reason ? `: ${info.kernels.reason}` : ''}`
+    : '';
+  return `${info.kind} (SIMD ${info.simd ? 'on' : 'off'}, ${threads}${kernels})`;
 }
 
 /**
@@ -54,6 +60,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       pid: process.pid,
       host: hostname(),
       backend: backend.kind,
+      ...(backend.kernels ? { kernels: backend.kernels.path } : {}),
     });
     this.beacon.start();
     const beacon = this.beacon;
