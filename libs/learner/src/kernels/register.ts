@@ -1,4 +1,12 @@
-import { Conv2DBackpropInput, getKernel, registerKernel, unregisterKernel, type KernelConfig } from '@tensorflow/tfjs';
+import {
+  BatchMatMul,
+  Conv2DBackpropInput,
+  getKernel,
+  registerKernel,
+  unregisterKernel,
+  type KernelConfig,
+} from '@tensorflow/tfjs';
+import { batchMatMulConfig } from './batch-mat-mul.js';
 import { conv2dBackpropFilterConfig } from './conv2d-backprop-filter.js';
 import { conv2dBackpropInputConfig } from './conv2d-backprop-input.js';
 import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop-filter.js';
@@ -29,6 +37,7 @@ export interface FrontedKernel {
 /** Backend kernels that ours stand in front of on the SIMD path. */
 export const WASM_FRONTED_KERNELS: readonly FrontedKernel[] = [
   { kernelName: Conv2DBackpropInput, inFrontOf: conv2dBackpropInputConfig },
+  { kernelName: BatchMatMul, inFrontOf: batchMatMulConfig },
 ];
 
 const fronts = new WeakSet<KernelConfig>();

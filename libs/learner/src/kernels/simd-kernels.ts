@@ -9,6 +9,7 @@ export type SimdKernel = (...args: number[]) => void;
 
 /** Each kernel's module (assembled from the `.wat` beside this file) and the function it exports. */
 const MODULES = {
+  batchMatMul: ['batch-mat-mul.wasm', 'batch_mat_mul'],
   conv2dBackpropFilter: ['conv2d-backprop-filter.wasm', 'conv2d_backprop_filter'],
   conv2dBackpropInput: ['conv2d-backprop-input.wasm', 'conv2d_backprop_input'],
   depthwiseConv2dBackpropFilter: ['depthwise-conv2d-backprop-filter.wasm', 'depthwise_conv2d_backprop_filter'],

@@ -278,6 +278,40 @@ describe('wasm kernels', () => {
     );
   });
 
+  it('wasm kernels - BatchMatMul agrees on the SIMD, backend and cpu paths, transposed and broadcast', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          m: fc.integer({ min: 1, max: 37 }),
+          k: fc.integer({ min: 1, max: 21 }),
+          n: fc.integer({ min: 1, max: 37 }),
+          // Outer (batch) shapes: none, one matrix, or three, on either side.
+          outerA: fc.constantFrom([], [1], [3]),
+          outerB: fc.constantFrom([], [1], [3]),
+          transposeA: fc.boolean(),
+          transposeB: fc.boolean(),
+          seed: fc.integer(),
+        }),
+        async (c) => {
+          const aShape = [...c.outerA, ...(c.transposeA ? [c.k, c.m] : [c.m, c.k])];
+          const bShape = [...c.outerB, ...(c.transposeB ? [c.n, c.k] : [c.k, c.n])];
+          const a = randomValues(c.seed, size(aShape));
+          const b = randomValues(c.seed ^ 0x5bd1e995, size(bShape));
+          const run = (): tf.Tensor =>
+            tf
+              .engine()
+              .runKernel(
+                'BatchMatMul',
+                { a: tf.tensor(a, aShape), b: tf.tensor(b, bShape) },
+                { transposeA: c.transposeA, transposeB: c.transposeB },
+              ) as tf.Tensor;
+          await expectEveryPathAgrees(run);
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+
   it('wasm kernels - SIMD kernels give the same gradients after the wasm heap grows', async () => {
     const xShape: Shape4 = [2, 9, 7, 6];
     const filterShape: Shape4 = [3, 3, 6, 10];
