@@ -4,8 +4,8 @@ import type { WasmHeapBackend } from './wasm-heap.js';
 
 /**
  * Which versions of our kernels the wasm backend runs: the hand-written WebAssembly SIMD128
- * ones, or the plain JavaScript ones (where the backend's own kernel exists, as for
- * `Conv2DBackpropInput`, the JavaScript path leaves it to that one).
+ * ones, or the plain JavaScript ones (where the backend has its own kernel, as for
+ * `Conv2DBackpropInput` and `BatchMatMul`, the JavaScript path leaves the work to that one).
  */
 export type KernelPath = 'wasm-simd' | 'js';
 
