@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import fc from 'fast-check';
-import { prepareWasmBackend } from '../backend.js';
 import { KERNELS_ENV_VAR } from '#libs/wasm-simd';
+import { prepareWasmBackend } from '../backend.js';
 import { chooseKernelPath, simdKernelsFor, type KernelPath } from './kernel-path.js';
 import { registerWasmKernels, WASM_FRONTED_KERNELS, WASM_MISSING_KERNELS, WASM_REPLACED_KERNELS } from './register.js';
 import type { WasmHeapBackend } from './wasm-heap.js';
