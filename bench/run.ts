@@ -50,6 +50,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./exchange/exchange.js')).runExchangeBench(say),
   },
   {
+    name: 'cnn-step',
+    about: 'CNN learner step on wasm, samples/s with our SIMD kernels vs the plain JS kernels',
+    quick: true,
+    run: async (say) => (await import('./learner/cnn-step.js')).runCnnStepBench(say),
+  },
+  {
     name: 'tta',
     about: 'time to 0.85 test accuracy: 2 trainers + 2 pservers vs a single-process loop',
     quick: false,

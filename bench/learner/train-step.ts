@@ -58,7 +58,8 @@ export const WORKLOADS: Workload[] = [
   },
 ];
 
-function randomBatch(size: number, perExample: number): Batch {
+/** A batch of `size` examples of `perExample` uniform random features and random labels 0-9. */
+export function randomBatch(size: number, perExample: number): Batch {
   const features = new Float32Array(size * perExample);
   for (let i = 0; i < features.length; i++) features[i] = Math.random();
   const labels = new Int32Array(size);

@@ -131,6 +131,8 @@ export interface PsRow {
   job: string;
   task: string;
   backend: string;
+  /** Which versions of our kernels it runs (`wasm-simd` or `js`), where it has a choice. */
+  kernels: string;
   samplesPerSecond: number | null;
   shard: number | null;
   versions: Record<string, number> | null;
@@ -169,6 +171,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
     job: m.jobId ?? '',
     task: m.taskId === undefined ? '' : String(m.taskId),
     backend: m.backend ?? '',
+    kernels: m.kernels ?? '',
     samplesPerSecond: m.samplesPerSecond ?? null,
     shard: m.shard ?? null,
     versions: m.versions ?? null,
@@ -187,6 +190,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
       job: '',
       task: '',
       backend: '',
+      kernels: '',
       samplesPerSecond: null,
       shard: null,
       versions: null,
@@ -207,12 +211,22 @@ async function ps(io: CliIo, flags: { json?: boolean; nats?: string }): Promise<
     io.stdout.write('no Tributary processes are running\n');
     return;
   }
-  const columns = ['ROLE', 'ID', 'PID', 'STATE', 'JOB', 'TASK', 'BACKEND', 'SAMPLES/S', 'SHARD', 'VERSION'].map(
-    (heading) => ({
-      heading,
-      numeric: ['PID', 'SAMPLES/S', 'SHARD', 'TASK'].includes(heading),
-    }),
-  );
+  const columns = [
+    'ROLE',
+    'ID',
+    'PID',
+    'STATE',
+    'JOB',
+    'TASK',
+    'BACKEND',
+    'KERNELS',
+    'SAMPLES/S',
+    'SHARD',
+    'VERSION',
+  ].map((heading) => ({
+    heading,
+    numeric: ['PID', 'SAMPLES/S', 'SHARD', 'TASK'].includes(heading),
+  }));
   const lines = formatTable(
     columns,
     rows.map((r) => [
@@ -223,6 +237,7 @@ async function ps(io: CliIo, flags: { json?: boolean; nats?: string }): Promise<
       r.job,
       r.task,
       r.backend,
+      r.kernels,
       r.samplesPerSecond === null ? '' : r.samplesPerSecond.toFixed(0),
       r.shard === null ? '' : String(r.shard),
       r.versions

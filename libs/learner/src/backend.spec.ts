@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { BACKEND_CHOICES, BACKEND_ENV_VAR, selectBackend } from './backend.js';
+import { KERNELS_ENV_VAR } from '#libs/wasm-simd';
+import { BACKEND_CHOICES, BACKEND_ENV_VAR, selectBackend, selectWasmKernels } from './backend.js';
 import { BackendUnavailableError } from './errors.js';
 import { isResolvable } from './optional-package.js';
 import { WebgpuAdapter } from './webgpu-adapter.js';
@@ -45,6 +46,18 @@ describe('backend', () => {
     expect(info.kind).toBe(info.simd ? 'wasm-simd' : 'wasm');
     // The wasm backend computes through the single @tensorflow/tfjs instance.
     expect(tf.tidy(() => tf.add(tf.scalar(2), tf.scalar(3)).dataSync()[0])).toBe(5);
+  });
+
+  it('backend - on wasm it says which kernel path runs, and the kernels can be chosen again', async () => {
+    const info = await selectBackend('wasm');
+    if (process.env[KERNELS_ENV_VAR] === 'js') {
+      expect(info.kernels).toEqual({ path: 'js', reason: 'TRIBUTARY_KERNELS=js' });
+    } else {
+      expect(info.kernels).toEqual({ path: 'wasm-simd' });
+    }
+    expect(selectWasmKernels('js')).toEqual({ path: 'js', reason: 'asked for by the caller' });
+    expect(selectWasmKernels('wasm-simd')).toEqual({ path: 'wasm-simd' });
+    expect((await selectBackend('cpu')).kernels).toBeUndefined();
   });
 
   it('backend - the environment variable forces the plain JS backend', async () => {

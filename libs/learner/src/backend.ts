@@ -3,7 +3,9 @@ import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
 import { BackendUnavailableError, firstLineOf } from './errors.js';
+import { chooseKernelPath, type KernelPath, type KernelPathInfo } from './kernels/kernel-path.js';
 import { registerWasmKernels } from './kernels/register.js';
+import type { WasmHeapBackend } from './kernels/wasm-heap.js';
 import { importFailure, importOptional } from './optional-package.js';
 import { WebgpuAdapter } from './webgpu-adapter.js';
 
@@ -38,6 +40,11 @@ export interface BackendInfo {
   device?: string;
   /** Why each faster backend was passed over, in the order tried (empty when forced). */
   skipped: string[];
+  /**
+   * On the wasm backend, which versions of our gradient kernels run (`wasm-simd` or `js`) and,
+   * for `js`, why; absent on the other backends, which use their own.
+   */
+  kernels?: KernelPathInfo;
 }
 
 /** How {@link selectBackend} may be tuned besides the choice of backend. */
@@ -216,7 +223,24 @@ async function useWasm(): Promise<BackendInfo> {
     simd,
     threads: Math.max(1, wasm.getThreadsCount()),
     skipped: [],
+    kernels: chooseKernelPath(tf.backend() as unknown as WasmHeapBackend),
   };
+}
+
+/**
+ * Chooses again which versions of our gradient kernels the wasm backend runs (see
+ * {@link BackendInfo.kernels}): `preferred`, else `TRIBUTARY_KERNELS` (`js` forces plain
+ * JavaScript), else SIMD where it loads. {@link selectBackend} already chose once; this is for
+ * comparing the two in one process.
+ *
+ * @throws BackendUnavailableError when the wasm backend has not been initialised.
+ */
+export function selectWasmKernels(preferred?: KernelPath): KernelPathInfo {
+  const backend = tf.findBackend('wasm');
+  if (backend === null) {
+    throw new BackendUnavailableError("the wasm backend has not been initialised (tf.setBackend('wasm'))");
+  }
+  return chooseKernelPath(backend as unknown as WasmHeapBackend, preferred);
 }
 
 async function useCpu(): Promise<BackendInfo> {

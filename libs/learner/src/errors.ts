@@ -64,3 +64,16 @@ export class ModelFilesError extends Error {
     super(message, options);
   }
 }
+
+/** The wasm backend's heap cannot grow to hold what a kernel needs. */
+export class WasmHeapExhaustedError extends Error {
+  override readonly name = 'WasmHeapExhaustedError';
+  constructor(
+    /** The bytes asked for. */
+    readonly bytes: number,
+    what: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`the wasm heap has no room for ${bytes} bytes of ${what}`, options);
+  }
+}

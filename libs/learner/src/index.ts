@@ -2,7 +2,7 @@
  * The learner library: the TensorFlow.js side of Tributary. Backend selection, the models a
  * job spec describes, the learner interface a trainer drives, record decoding and model export.
  */
-export { BACKEND_CHOICES, BACKEND_ENV_VAR, prepareWasmBackend, selectBackend } from './backend.js';
+export { BACKEND_CHOICES, BACKEND_ENV_VAR, prepareWasmBackend, selectBackend, selectWasmKernels } from './backend.js';
 export type { BackendChoice, BackendInfo, BackendKind, SelectBackendOptions, WasmBackendModule } from './backend.js';
 
 export { decodeBatch } from './batch.js';
@@ -15,9 +15,17 @@ export {
   ModelSpecError,
   ParamMismatchError,
   RecordLayoutError,
+  WasmHeapExhaustedError,
 } from './errors.js';
 
-export { registerWasmKernels, WASM_MISSING_KERNELS, WASM_REPLACED_KERNELS } from './kernels/register.js';
+export type { KernelPath, KernelPathInfo } from './kernels/kernel-path.js';
+export {
+  registerWasmKernels,
+  WASM_FRONTED_KERNELS,
+  WASM_MISSING_KERNELS,
+  WASM_REPLACED_KERNELS,
+} from './kernels/register.js';
+export type { FrontedKernel } from './kernels/register.js';
 
 export { DEFAULT_LOCAL_LEARNING_RATE, TfjsLearner } from './learner.js';
 export type {

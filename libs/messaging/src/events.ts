@@ -95,6 +95,11 @@ export interface MemberStatus {
   jobId?: string;
   taskId?: number;
   backend?: string;
+  /**
+   * Which versions of our own kernels the process runs where it has both: `wasm-simd` (the
+   * hand-written WebAssembly SIMD128 ones) or `js` (plain JavaScript; see `TRIBUTARY_KERNELS`).
+   */
+  kernels?: string;
   samplesPerSecond?: number;
   /**
    * Where a step's time goes: mean milliseconds per step of each phase since the previous

@@ -67,4 +67,49 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
     const after = await members.get('trainer.trainer-wiring');
     expect(after === null || after.operation !== 'PUT').toBe(true);
   });
+
+  it('trainer service - on wasm its member entry names the kernel path next to the backend', async () => {
+    const config = {
+      natsUrl: servers.nats.url,
+      redisUrl: servers.redis.url,
+      id: 'trainer-wasm',
+      logLevel: 'error' as const,
+      backend: 'wasm',
+      idleTaskWaitMs: 1_000,
+      progressLogIntervalMs: 10_000,
+      pserverOutageBudgetMs: 60_000,
+      quorumHeartbeatMs: 2_000,
+    } satisfies TrainerConfig & Record<string, unknown>;
+    const app = await NestFactory.createApplicationContext(
+      { module: class Root {}, imports: [ConnectionsModule.forRoot(config, 'trainer'), TrainerModule.forRoot(config)] },
+      { logger: false },
+    );
+    await app.init();
+    try {
+      const members = await new Kvm(nc).open(KV_BUCKETS.members);
+      const entry = await members.get('trainer.trainer-wasm');
+      expect(entry && decodeJsonObject('member', entry.value)).toMatchObject({
+        backend: 'wasm-simd',
+        kernels: process.env['TRIBUTARY_KERNELS'] === 'js' ? 'js' : 'wasm-simd',
+      });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('trainer service start-up line', () => {
+  const wasm = { name: 'wasm', kind: 'wasm-simd', simd: true, threads: 1, skipped: [] } as const;
+
+  it('trainer service - the start-up line names the kernel path on wasm, and why it is plain JS', () => {
+    expect(describeBackend({ ...wasm, skipped: [], kernels: { path: 'wasm-simd' } })).toBe(
+      'wasm-simd (SIMD on, 1 thread, wasm-simd kernels)',
+    );
+    expect(describeBackend({ ...wasm, skipped: [], kernels: { path: 'js', reason: 'TRIBUTARY_KERNELS=js' } })).toBe(
+      'wasm-simd (SIMD on, 1 thread, js kernels: TRIBUTARY_KERNELS=js)',
+    );
+    expect(describeBackend({ name: 'cpu', kind: 'cpu', simd: false, threads: 1, skipped: [] })).toBe(
+      'cpu (cpu, 1 thread)',
+    );
+  });
 });

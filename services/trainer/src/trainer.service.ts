@@ -18,14 +18,19 @@ import type { TrainerConfig } from './trainer-config.js';
 import { TrainerWorker } from './trainer-worker.js';
 
 /**
- * Describes the backend for the start-up line, e.g. `wasm-simd (SIMD on, 1 thread)` or
+ * Describes the backend for the start-up line, e.g. `wasm-simd (SIMD on, 1 thread, wasm-simd
+ * kernels)`, on the plain JavaScript kernel path `... js kernels: TRIBUTARY_KERNELS=js)`, or
  * `gpu (webgpu, nvidia hopper (NVIDIA H100 PCIe))`.
  */
 export function describeBackend(info: BackendInfo): string {
   const threads = `${info.threads} thread${info.threads === 1 ? '' : 's'}`;
-  if (info.name === 'wasm') return `${info.kind} (SIMD ${info.simd ? 'on' : 'off'}, ${threads})`;
-  if (info.device !== undefined) return `${info.kind} (${info.name}, ${info.device})`;
-  return `${info.kind} (${info.name}, ${threads})`;
+  if (info.name !== 'wasm') {
+    return `${info.kind} (${info.name}, ${info.device ?? threads})`;
+  }
+  const kernels = info.kernels
+    ? `, ${info.kernels.path} kernels${info.kernels.reason ? `: ${info.kernels.reason}` : ''}`
+    : '';
+  return `${info.kind} (SIMD ${info.simd ? 'on' : 'off'}, ${threads}${kernels})`;
 }
 
 /**
@@ -59,6 +64,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       pid: process.pid,
       host: hostname(),
       backend: backend.kind,
+      ...(backend.kernels ? { kernels: backend.kernels.path } : {}),
     });
     this.beacon.start();
     const beacon = this.beacon;

@@ -6,7 +6,8 @@ import {
   type Tensor4D,
   type TensorInfo,
 } from '@tensorflow/tfjs';
-import { allocateWithViews, rank4Strides, type WasmHeapBackend } from './wasm-heap.js';
+import { simdKernelsFor } from './kernel-path.js';
+import { allocateWithViews, heapAddress, rank4Strides, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
  * Gradient of conv2d with respect to its filter, on plain typed arrays: for every filter tap
@@ -94,12 +95,41 @@ function conv2dBackpropFilter({ inputs, backend, attrs }: Conv2DBackpropFilterAr
     false,
     backend_util.convertConv2DDataFormat(dataFormat),
   );
+  const simd = simdKernelsFor(backend);
+  // The SIMD kernel walks NHWC only, and its loops assume no empty dimension.
+  if (simd !== undefined && info.dataFormat === 'channelsLast' && [...x.shape, ...filterShape].every((d) => d > 0)) {
+    const out = backend.makeOutput(info.filterShape, 'float32');
+    simd.conv2dBackpropFilter(
+      heapAddress(backend, x),
+      heapAddress(backend, dy),
+      heapAddress(backend, out),
+      info.batchSize,
+      info.inHeight,
+      info.inWidth,
+      info.inChannels,
+      info.outHeight,
+      info.outWidth,
+      info.outChannels,
+      info.filterHeight,
+      info.filterWidth,
+      info.strideHeight,
+      info.strideWidth,
+      info.dilationHeight,
+      info.dilationWidth,
+      info.padInfo.top,
+      info.padInfo.left,
+    );
+    return out;
+  }
   const { out, outView, inputViews } = allocateWithViews(backend, info.filterShape, [x, dy]);
   conv2dBackpropFilterValues(inputViews[0]!, inputViews[1]!, info, outView);
   return out;
 }
 
-/** `Conv2DBackpropFilter` for the wasm backend, which ships without it. */
+/**
+ * `Conv2DBackpropFilter` for the wasm backend, which ships without it: SIMD128 for NHWC on the
+ * SIMD path, {@link conv2dBackpropFilterValues} otherwise.
+ */
 export const conv2dBackpropFilterConfig: KernelConfig = {
   kernelName: Conv2DBackpropFilter,
   backendName: 'wasm',

@@ -7,7 +7,8 @@ import {
   type TensorInfo,
 } from '@tensorflow/tfjs';
 import { forEachDepthwiseTap } from './depthwise-taps.js';
-import { allocateWithViews, type WasmHeapBackend } from './wasm-heap.js';
+import { simdKernelsFor } from './kernel-path.js';
+import { allocateWithViews, heapAddress, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
  * Gradient of a depthwise conv2d (NHWC) with respect to its filter, on plain typed arrays.
@@ -58,12 +59,41 @@ function depthwiseConv2dBackpropFilter({ inputs, backend, attrs }: DepthwiseBack
     dimRoundingMode,
     true,
   );
+  const simd = simdKernelsFor(backend);
+  // The SIMD kernel's loops assume no empty dimension.
+  if (simd !== undefined && [...x.shape, ...filterShape].every((d) => d > 0)) {
+    const out = backend.makeOutput(filterShape, 'float32');
+    simd.depthwiseConv2dBackpropFilter(
+      heapAddress(backend, x),
+      heapAddress(backend, dy),
+      heapAddress(backend, out),
+      info.batchSize,
+      info.inHeight,
+      info.inWidth,
+      info.inChannels,
+      info.outHeight,
+      info.outWidth,
+      info.outChannels,
+      info.filterHeight,
+      info.filterWidth,
+      info.strideHeight,
+      info.strideWidth,
+      info.dilationHeight,
+      info.dilationWidth,
+      info.padInfo.top,
+      info.padInfo.left,
+    );
+    return out;
+  }
   const { out, outView, inputViews } = allocateWithViews(backend, filterShape, [x, dy]);
   depthwiseConv2dBackpropFilterValues(inputViews[0]!, inputViews[1]!, info, outView);
   return out;
 }
 
-/** `DepthwiseConv2dNativeBackpropFilter` for the wasm backend, which ships without it. */
+/**
+ * `DepthwiseConv2dNativeBackpropFilter` for the wasm backend, which ships without it: SIMD128 on
+ * the SIMD path, {@link depthwiseConv2dBackpropFilterValues} otherwise.
+ */
 export const depthwiseConv2dBackpropFilterConfig: KernelConfig = {
   kernelName: DepthwiseConv2dNativeBackpropFilter,
   backendName: 'wasm',

@@ -6,7 +6,8 @@ import {
   type TensorInfo,
 } from '@tensorflow/tfjs';
 import { forEachDepthwiseTap } from './depthwise-taps.js';
-import { allocateWithViews, type WasmHeapBackend } from './wasm-heap.js';
+import { simdKernelsFor } from './kernel-path.js';
+import { allocateWithViews, heapAddress, withScratch, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
  * Gradient of a depthwise conv2d (NHWC) with respect to its input, on plain typed arrays: each
@@ -58,12 +59,45 @@ function depthwiseConv2dBackpropInput({ inputs, backend, attrs }: DepthwiseBackp
     dimRoundingMode,
     true,
   );
+  const simd = simdKernelsFor(backend);
+  // The SIMD kernel's loops assume no empty dimension.
+  if (simd !== undefined && [...inputShape, ...filter.shape].every((d) => d > 0)) {
+    const out = backend.makeOutput(inputShape, 'float32');
+    // Room for the list of taps that reach one input position: two addresses per tap.
+    withScratch(backend, info.filterHeight * info.filterWidth * 8, (scratch) =>
+      simd.depthwiseConv2dBackpropInput(
+        heapAddress(backend, dy),
+        heapAddress(backend, filter),
+        heapAddress(backend, out),
+        scratch,
+        info.batchSize,
+        info.inHeight,
+        info.inWidth,
+        info.inChannels,
+        info.outHeight,
+        info.outWidth,
+        info.outChannels,
+        info.filterHeight,
+        info.filterWidth,
+        info.strideHeight,
+        info.strideWidth,
+        info.dilationHeight,
+        info.dilationWidth,
+        info.padInfo.top,
+        info.padInfo.left,
+      ),
+    );
+    return out;
+  }
   const { out, outView, inputViews } = allocateWithViews(backend, inputShape, [dy, filter]);
   depthwiseConv2dBackpropInputValues(inputViews[0]!, inputViews[1]!, info, outView);
   return out;
 }
 
-/** `DepthwiseConv2dNativeBackpropInput` for the wasm backend, which ships without it. */
+/**
+ * `DepthwiseConv2dNativeBackpropInput` for the wasm backend, which ships without it: SIMD128 on
+ * the SIMD path, {@link depthwiseConv2dBackpropInputValues} otherwise.
+ */
 export const depthwiseConv2dBackpropInputConfig: KernelConfig = {
   kernelName: DepthwiseConv2dNativeBackpropInput,
   backendName: 'wasm',

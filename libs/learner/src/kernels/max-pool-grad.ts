@@ -6,7 +6,8 @@ import {
   type Tensor4D,
   type TensorInfo,
 } from '@tensorflow/tfjs';
-import { allocateWithViews, type WasmHeapBackend } from './wasm-heap.js';
+import { simdKernelsFor } from './kernel-path.js';
+import { allocateWithViews, heapAddress, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
  * Gradient of 2D max pooling (NHWC), on plain typed arrays: each output gradient goes to the
@@ -95,6 +96,31 @@ function maxPoolGrad({ inputs, backend, attrs }: MaxPoolGradArgs): TensorInfo {
     pad,
     dimRoundingMode,
   );
+  const simd = simdKernelsFor(backend);
+  // The SIMD kernel's loops assume no empty dimension.
+  if (simd !== undefined && [...input.shape, info.outHeight, info.outWidth].every((d) => d > 0)) {
+    const out = backend.makeOutput(input.shape, 'float32');
+    simd.maxPoolGrad(
+      heapAddress(backend, input),
+      heapAddress(backend, dy),
+      heapAddress(backend, out),
+      info.batchSize,
+      info.inHeight,
+      info.inWidth,
+      info.inChannels,
+      info.outHeight,
+      info.outWidth,
+      info.strideHeight,
+      info.strideWidth,
+      info.dilationHeight,
+      info.dilationWidth,
+      info.effectiveFilterHeight,
+      info.effectiveFilterWidth,
+      info.padInfo.top,
+      info.padInfo.left,
+    );
+    return out;
+  }
   const { out, outView, inputViews } = allocateWithViews(backend, input.shape, [input, dy]);
   maxPoolGradValues(inputViews[0]!, inputViews[1]!, info, outView);
   return out;
@@ -103,7 +129,7 @@ function maxPoolGrad({ inputs, backend, attrs }: MaxPoolGradArgs): TensorInfo {
 /**
  * `MaxPoolGrad` for the wasm backend. It replaces the backend's own kernel, which in
  * tfjs-backend-wasm 4.22 routes no gradient to a window whose maximum is negative (as after a
- * tanh or elu activation).
+ * tanh or elu activation). SIMD128 on the SIMD path, {@link maxPoolGradValues} otherwise.
  */
 export const maxPoolGradConfig: KernelConfig = {
   kernelName: MaxPoolGrad,

@@ -1,5 +1,14 @@
-import { getKernel, registerKernel, unregisterKernel, type KernelConfig } from '@tensorflow/tfjs';
+import {
+  BatchMatMul,
+  Conv2DBackpropInput,
+  getKernel,
+  registerKernel,
+  unregisterKernel,
+  type KernelConfig,
+} from '@tensorflow/tfjs';
+import { batchMatMulConfig } from './batch-mat-mul.js';
 import { conv2dBackpropFilterConfig } from './conv2d-backprop-filter.js';
+import { conv2dBackpropInputConfig } from './conv2d-backprop-input.js';
 import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop-filter.js';
 import { depthwiseConv2dBackpropInputConfig } from './depthwise-conv2d-backprop-input.js';
 import { maxPoolGradConfig } from './max-pool-grad.js';
@@ -18,9 +27,25 @@ export const WASM_MISSING_KERNELS: readonly KernelConfig[] = [
 /** Kernels whose wasm version gives wrong results; ours replace them. */
 export const WASM_REPLACED_KERNELS: readonly KernelConfig[] = [maxPoolGradConfig];
 
+/** A kernel the wasm backend computes right but slowly, and ours that stands in front of it. */
+export interface FrontedKernel {
+  kernelName: string;
+  /** Our kernel, which hands over to `own` (the backend's) where it does not apply. */
+  inFrontOf(own: KernelConfig): KernelConfig;
+}
+
+/** Backend kernels that ours stand in front of on the SIMD path. */
+export const WASM_FRONTED_KERNELS: readonly FrontedKernel[] = [
+  { kernelName: Conv2DBackpropInput, inFrontOf: conv2dBackpropInputConfig },
+  { kernelName: BatchMatMul, inFrontOf: batchMatMulConfig },
+];
+
+const fronts = new WeakSet<KernelConfig>();
+
 /**
- * Registers {@link WASM_MISSING_KERNELS} where absent and {@link WASM_REPLACED_KERNELS} in place
- * of the backend's own. Idempotent. Returns the names of the kernels registered by this call.
+ * Registers {@link WASM_MISSING_KERNELS} where absent, {@link WASM_REPLACED_KERNELS} in place of
+ * the backend's own, and {@link WASM_FRONTED_KERNELS} in front of the backend's own. Idempotent.
+ * Returns the names of the kernels registered by this call.
  */
 export function registerWasmKernels(): string[] {
   const registered: string[] = [];
@@ -35,6 +60,15 @@ export function registerWasmKernels(): string[] {
     if (current !== undefined) unregisterKernel(config.kernelName, config.backendName);
     registerKernel(config);
     registered.push(config.kernelName);
+  }
+  for (const { kernelName, inFrontOf } of WASM_FRONTED_KERNELS) {
+    const own = getKernel(kernelName, 'wasm');
+    if (own === undefined || fronts.has(own)) continue;
+    const front = inFrontOf(own);
+    unregisterKernel(kernelName, 'wasm');
+    registerKernel(front);
+    fronts.add(front);
+    registered.push(kernelName);
   }
   return registered;
 }

@@ -1,7 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 import fc from 'fast-check';
+import { KERNELS_ENV_VAR } from '#libs/wasm-simd';
 import { prepareWasmBackend } from '../backend.js';
-import { registerWasmKernels, WASM_MISSING_KERNELS, WASM_REPLACED_KERNELS } from './register.js';
+import { chooseKernelPath, simdKernelsFor, type KernelPath } from './kernel-path.js';
+import { registerWasmKernels, WASM_FRONTED_KERNELS, WASM_MISSING_KERNELS, WASM_REPLACED_KERNELS } from './register.js';
+import type { WasmHeapBackend } from './wasm-heap.js';
 
 /** Deterministic values in [-1, 1) from a seed (mulberry32). */
 function randomValues(seed: number, n: number): Float32Array {
@@ -44,6 +47,32 @@ async function onBackend(name: string, f: () => tf.Tensor): Promise<Float32Array
   return values;
 }
 
+/** Runs `f` on the wasm backend with our kernels on `path`. */
+async function onWasm(path: KernelPath, f: () => tf.Tensor): Promise<Float32Array> {
+  await tf.setBackend('wasm');
+  const chosen = chooseKernelPath(wasmBackend(), path);
+  // Names what failed, such as modules not yet assembled by `npm run build`.
+  if (chosen.path !== path) throw new Error(`the ${path} kernels cannot run: ${chosen.reason}`);
+  return onBackend('wasm', f);
+}
+
+function wasmBackend(): WasmHeapBackend {
+  return tf.findBackend('wasm') as unknown as WasmHeapBackend;
+}
+
+/**
+ * Runs `f` with our SIMD kernels, with the plain JavaScript ones (or, for a kernel we only stand
+ * in front of, the backend's own) and on the cpu backend, and expects all three to agree.
+ */
+async function expectEveryPathAgrees(f: () => tf.Tensor): Promise<void> {
+  const simd = await onWasm('wasm-simd', f);
+  const js = await onWasm('js', f);
+  const cpu = await onBackend('cpu', f);
+  expectClose(simd, js);
+  expectClose(simd, cpu);
+  expectClose(js, cpu);
+}
+
 interface ConvCase {
   batch: number;
   height: number;
@@ -57,14 +86,18 @@ interface ConvCase {
   seed: number;
 }
 
-const convCase = (maxMultiplier = 4): fc.Arbitrary<ConvCase> =>
+/**
+ * Small images with channel counts that reach every block width of the SIMD kernels (16, 8, 4
+ * and single channels) when the maxima allow.
+ */
+const convCase = (maxInChannels: number, maxOutChannels: number): fc.Arbitrary<ConvCase> =>
   fc
     .record({
       batch: fc.integer({ min: 1, max: 3 }),
       height: fc.integer({ min: 1, max: 8 }),
       width: fc.integer({ min: 1, max: 8 }),
-      inChannels: fc.integer({ min: 1, max: 4 }),
-      outChannels: fc.integer({ min: 1, max: maxMultiplier }),
+      inChannels: fc.integer({ min: 1, max: maxInChannels }),
+      outChannels: fc.integer({ min: 1, max: maxOutChannels }),
       filterHeight: fc.integer({ min: 1, max: 3 }),
       filterWidth: fc.integer({ min: 1, max: 3 }),
       strides: fc.tuple(fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 2 })),
@@ -80,6 +113,8 @@ describe('wasm kernels', () => {
   });
 
   afterAll(async () => {
+    await tf.setBackend('wasm');
+    chooseKernelPath(wasmBackend());
     await tf.setBackend('cpu');
   });
 
@@ -87,12 +122,13 @@ describe('wasm kernels', () => {
     for (const config of [...WASM_MISSING_KERNELS, ...WASM_REPLACED_KERNELS]) {
       expect(tf.getKernel(config.kernelName, 'wasm')).toBe(config);
     }
+    for (const { kernelName } of WASM_FRONTED_KERNELS) expect(tf.getKernel(kernelName, 'wasm')).toBeDefined();
     expect(registerWasmKernels()).toEqual([]);
   });
 
-  it('wasm kernels - Conv2DBackpropFilter matches the cpu backend', async () => {
+  it('wasm kernels - Conv2DBackpropFilter agrees on the SIMD, plain JS and cpu paths', async () => {
     await fc.assert(
-      fc.asyncProperty(convCase(), fc.constantFrom('NHWC' as const, 'NCHW' as const), async (c, dataFormat) => {
+      fc.asyncProperty(convCase(6, 37), fc.constantFrom('NHWC' as const, 'NCHW' as const), async (c, dataFormat) => {
         const channelsLast = dataFormat === 'NHWC';
         const xShape: Shape4 = channelsLast
           ? [c.batch, c.height, c.width, c.inChannels]
@@ -118,35 +154,45 @@ describe('wasm kernels', () => {
               { x: tf.tensor4d(x, xShape), dy: tf.tensor4d(dy, info.outShape) },
               { strides: c.strides, pad: c.pad, dataFormat, filterShape },
             ) as tf.Tensor;
-        expectClose(await onBackend('wasm', run), await onBackend('cpu', run));
+        await expectEveryPathAgrees(run);
       }),
       { numRuns: 80 },
     );
   });
 
-  it('wasm kernels - depthwise conv2d gradients match the cpu backend', async () => {
+  it('wasm kernels - Conv2DBackpropInput agrees on the SIMD, backend and cpu paths', async () => {
     await fc.assert(
-      fc.asyncProperty(convCase(3), async (c) => {
-        const xShape = [c.batch, c.height, c.width, c.inChannels] as [number, number, number, number];
-        const filterShape = [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels] as [
-          number,
-          number,
-          number,
-          number,
-        ];
+      fc.asyncProperty(convCase(37, 11), async (c) => {
+        const xShape: Shape4 = [c.batch, c.height, c.width, c.inChannels];
+        const filterShape: Shape4 = [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
+        const info = tf.backend_util.computeConv2DInfo(xShape, filterShape, c.strides, 1, c.pad);
+        const w = randomValues(c.seed ^ 0x1234567, size(filterShape));
+        const dy = randomValues(c.seed ^ 0x5bd1e995, size(info.outShape));
+        const run = (): tf.Tensor =>
+          tf
+            .engine()
+            .runKernel(
+              'Conv2DBackpropInput',
+              { dy: tf.tensor4d(dy, info.outShape), filter: tf.tensor4d(w, filterShape) },
+              { strides: c.strides, pad: c.pad, dataFormat: 'NHWC', inputShape: xShape },
+            ) as tf.Tensor;
+        await expectEveryPathAgrees(run);
+      }),
+      { numRuns: 80 },
+    );
+  });
+
+  it('wasm kernels - depthwise conv2d gradients agree on the SIMD, plain JS and cpu paths', async () => {
+    await fc.assert(
+      // Up to 37 input channels with multiplier 1 reach every block width; larger multipliers
+      // take the broadcast path.
+      fc.asyncProperty(fc.oneof(convCase(37, 1), convCase(5, 6)), async (c) => {
+        const xShape: Shape4 = [c.batch, c.height, c.width, c.inChannels];
+        const filterShape: Shape4 = [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
         const info = tf.backend_util.computeConv2DInfo(xShape, filterShape, c.strides, 1, c.pad, undefined, true);
-        const x = randomValues(
-          c.seed,
-          xShape.reduce((a, b) => a * b),
-        );
-        const w = randomValues(
-          c.seed ^ 0x1234567,
-          filterShape.reduce((a, b) => a * b),
-        );
-        const dy = randomValues(
-          c.seed ^ 0x5bd1e995,
-          info.outShape.reduce((a, b) => a * b),
-        );
+        const x = randomValues(c.seed, size(xShape));
+        const w = randomValues(c.seed ^ 0x1234567, size(filterShape));
+        const dy = randomValues(c.seed ^ 0x5bd1e995, size(info.outShape));
         const attrs = { strides: c.strides, dilations: 1, pad: c.pad };
         const filterGrad = (): tf.Tensor =>
           tf
@@ -164,27 +210,60 @@ describe('wasm kernels', () => {
               { dy: tf.tensor4d(dy, info.outShape), filter: tf.tensor4d(w, filterShape) },
               { ...attrs, inputShape: xShape },
             ) as tf.Tensor;
-        expectClose(await onBackend('wasm', filterGrad), await onBackend('cpu', filterGrad));
-        expectClose(await onBackend('wasm', inputGrad), await onBackend('cpu', inputGrad));
+        await expectEveryPathAgrees(filterGrad);
+        await expectEveryPathAgrees(inputGrad);
       }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('wasm kernels - dilated depthwise conv2d gradients agree on the SIMD and plain JS paths', async () => {
+    // The cpu backend's depthwise gradients ignore dilations, so the plain JS kernels are the
+    // reference here.
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(convCase(20, 1), convCase(4, 5)),
+        fc.tuple(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 })),
+        async (c, dilations) => {
+          const xShape: Shape4 = [c.batch, c.height, c.width, c.inChannels];
+          const filterShape: Shape4 = [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
+          const info = tf.backend_util.computeConv2DInfo(xShape, filterShape, 1, dilations, 'same', undefined, true);
+          const x = randomValues(c.seed, size(xShape));
+          const w = randomValues(c.seed ^ 0x1234567, size(filterShape));
+          const dy = randomValues(c.seed ^ 0x5bd1e995, size(info.outShape));
+          const attrs = { strides: 1, dilations, pad: 'same' };
+          const filterGrad = (): tf.Tensor =>
+            tf
+              .engine()
+              .runKernel(
+                'DepthwiseConv2dNativeBackpropFilter',
+                { x: tf.tensor4d(x, xShape), dy: tf.tensor4d(dy, info.outShape) },
+                { ...attrs, filterShape },
+              ) as tf.Tensor;
+          const inputGrad = (): tf.Tensor =>
+            tf
+              .engine()
+              .runKernel(
+                'DepthwiseConv2dNativeBackpropInput',
+                { dy: tf.tensor4d(dy, info.outShape), filter: tf.tensor4d(w, filterShape) },
+                { ...attrs, inputShape: xShape },
+              ) as tf.Tensor;
+          expectClose(await onWasm('wasm-simd', filterGrad), await onWasm('js', filterGrad));
+          expectClose(await onWasm('wasm-simd', inputGrad), await onWasm('js', inputGrad));
+        },
+      ),
       { numRuns: 40 },
     );
   });
 
-  it('wasm kernels - MaxPoolGrad matches the cpu backend, negative maxima and ties included', async () => {
+  it('wasm kernels - MaxPoolGrad agrees on the SIMD, plain JS and cpu paths, negative maxima and ties included', async () => {
     await fc.assert(
-      fc.asyncProperty(convCase(1), fc.boolean(), async (c, coarse) => {
-        const xShape = [c.batch, c.height, c.width, c.inChannels] as [number, number, number, number];
+      fc.asyncProperty(convCase(11, 1), fc.boolean(), async (c, coarse) => {
+        const xShape: Shape4 = [c.batch, c.height, c.width, c.inChannels];
         const filterSize: [number, number] = [c.filterHeight, c.filterWidth];
         const info = tf.backend_util.computePool2DInfo(xShape, filterSize, c.strides, 1, c.pad);
-        const x = randomValues(
-          c.seed,
-          xShape.reduce((a, b) => a * b),
-        ).map((v) => (coarse ? Math.round(v * 2) / 2 : v) - 0.5);
-        const dy = randomValues(
-          c.seed ^ 0x5bd1e995,
-          info.outShape.reduce((a, b) => a * b),
-        );
+        const x = randomValues(c.seed, size(xShape)).map((v) => (coarse ? Math.round(v * 2) / 2 : v) - 0.5);
+        const dy = randomValues(c.seed ^ 0x5bd1e995, size(info.outShape));
         const grad = (): tf.Tensor => {
           const input = tf.tensor4d(x, xShape);
           return tf
@@ -195,84 +274,165 @@ describe('wasm kernels', () => {
               { filterSize, strides: c.strides, pad: c.pad },
             ) as tf.Tensor;
         };
-        expectClose(await onBackend('wasm', grad), await onBackend('cpu', grad));
+        await expectEveryPathAgrees(grad);
       }),
       { numRuns: 60 },
     );
   });
 
+  it('wasm kernels - BatchMatMul agrees on the SIMD, backend and cpu paths, transposed and broadcast', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          m: fc.integer({ min: 1, max: 37 }),
+          k: fc.integer({ min: 1, max: 21 }),
+          n: fc.integer({ min: 1, max: 37 }),
+          // Outer (batch) shapes: none, one matrix, or three, on either side.
+          outerA: fc.constantFrom([], [1], [3]),
+          outerB: fc.constantFrom([], [1], [3]),
+          transposeA: fc.boolean(),
+          transposeB: fc.boolean(),
+          seed: fc.integer(),
+        }),
+        async (c) => {
+          const aShape = [...c.outerA, ...(c.transposeA ? [c.k, c.m] : [c.m, c.k])];
+          const bShape = [...c.outerB, ...(c.transposeB ? [c.n, c.k] : [c.k, c.n])];
+          const a = randomValues(c.seed, size(aShape));
+          const b = randomValues(c.seed ^ 0x5bd1e995, size(bShape));
+          const run = (): tf.Tensor =>
+            tf
+              .engine()
+              .runKernel(
+                'BatchMatMul',
+                { a: tf.tensor(a, aShape), b: tf.tensor(b, bShape) },
+                { transposeA: c.transposeA, transposeB: c.transposeB },
+              ) as tf.Tensor;
+          await expectEveryPathAgrees(run);
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+
+  it('wasm kernels - SIMD kernels give the same gradients after the wasm heap grows', async () => {
+    const xShape: Shape4 = [2, 9, 7, 6];
+    const filterShape: Shape4 = [3, 3, 6, 10];
+    const info = tf.backend_util.computeConv2DInfo(xShape, filterShape, 1, 1, 'same');
+    const x = randomValues(11, size(xShape));
+    const dy = randomValues(12, size(info.outShape));
+    const run = (): tf.Tensor =>
+      tf
+        .engine()
+        .runKernel(
+          'Conv2DBackpropFilter',
+          { x: tf.tensor4d(x, xShape), dy: tf.tensor4d(dy, info.outShape) },
+          { strides: 1, pad: 'same', dataFormat: 'NHWC', filterShape },
+        ) as tf.Tensor;
+    const before = await onWasm('wasm-simd', run);
+    const heap = wasmBackend().wasm;
+    const bytesBefore = heap.HEAPU8.buffer.byteLength;
+    // A tensor larger than the whole heap makes the backend grow its memory.
+    const large = tf.zeros([bytesBefore / 2]);
+    expect(heap.HEAPU8.buffer.byteLength).toBeGreaterThan(bytesBefore);
+    const after = await onWasm('wasm-simd', run);
+    large.dispose();
+    expect(Array.from(after)).toEqual(Array.from(before));
+  });
+
+  it('wasm kernels - TRIBUTARY_KERNELS=js forces the plain JS path, and says so', async () => {
+    await tf.setBackend('wasm');
+    const saved = process.env[KERNELS_ENV_VAR];
+    try {
+      process.env[KERNELS_ENV_VAR] = 'js';
+      expect(chooseKernelPath(wasmBackend())).toEqual({ path: 'js', reason: 'TRIBUTARY_KERNELS=js' });
+      expect(simdKernelsFor(wasmBackend())).toBeUndefined();
+      process.env[KERNELS_ENV_VAR] = 'simd';
+      expect(chooseKernelPath(wasmBackend())).toEqual({ path: 'wasm-simd' });
+      expect(simdKernelsFor(wasmBackend())).toBeDefined();
+    } finally {
+      if (saved === undefined) delete process.env[KERNELS_ENV_VAR];
+      else process.env[KERNELS_ENV_VAR] = saved;
+    }
+  });
+
+  it('wasm kernels - a backend whose memory cannot be reached falls back to plain JS with the reason', () => {
+    const unreachable = { ...wasmBackend(), wasm: { ...wasmBackend().wasm, asm: {}, wasmMemory: undefined } };
+    const chosen = chooseKernelPath(unreachable as WasmHeapBackend, 'wasm-simd');
+    expect(chosen.path).toBe('js');
+    expect(chosen.reason).toMatch(/asm\.memory/);
+    expect(chooseKernelPath(wasmBackend(), 'wasm-simd').path).toBe('wasm-simd');
+  });
+
   it('wasm kernels - conv2d filter gradient through tf.grads matches the cpu backend', async () => {
-    const xShape: [number, number, number, number] = [2, 7, 6, 3];
-    const filterShape: [number, number, number, number] = [3, 3, 3, 5];
-    const x = randomValues(
-      1,
-      xShape.reduce((a, b) => a * b),
-    );
-    const w = randomValues(
-      2,
-      filterShape.reduce((a, b) => a * b),
-    );
+    const xShape: Shape4 = [2, 7, 6, 3];
+    const filterShape: Shape4 = [3, 3, 3, 5];
+    const x = randomValues(1, size(xShape));
+    const w = randomValues(2, size(filterShape));
     for (const pad of ['same', 'valid'] as const) {
       const filterGrad = (): tf.Tensor =>
         tf.grad((f: tf.Tensor) => tf.sum(tf.square(tf.conv2d(tf.tensor4d(x, xShape), f as tf.Tensor4D, 2, pad))))(
           tf.tensor4d(w, filterShape),
         );
-      expectClose(await onBackend('wasm', filterGrad), await onBackend('cpu', filterGrad));
+      await expectEveryPathAgrees(filterGrad);
     }
   });
 
-  it('wasm kernels - a small CNN trains on wasm with falling loss', async () => {
-    await tf.setBackend('wasm');
-    const model = tf.sequential({
-      layers: [
-        tf.layers.conv2d({
-          inputShape: [8, 8, 1],
-          filters: 4,
-          kernelSize: 3,
-          padding: 'same',
-          activation: 'relu',
-          kernelInitializer: tf.initializers.glorotUniform({ seed: 1 }),
-        }),
-        tf.layers.maxPooling2d({ poolSize: 2 }),
-        tf.layers.conv2d({
-          filters: 4,
-          kernelSize: 3,
-          strides: 2,
-          padding: 'valid',
-          activation: 'relu',
-          kernelInitializer: tf.initializers.glorotUniform({ seed: 2 }),
-        }),
-        tf.layers.flatten(),
-        tf.layers.dense({ units: 2, kernelInitializer: tf.initializers.glorotUniform({ seed: 3 }) }),
-      ],
-    });
-    // Two classes: bright top half versus bright bottom half.
-    const n = 16;
-    const images = new Float32Array(n * 64);
-    const labels = new Int32Array(n);
-    const noise = randomValues(7, n * 64);
-    for (let i = 0; i < n; i++) {
-      labels[i] = i % 2;
-      for (let p = 0; p < 64; p++) {
-        const top = p < 32;
-        images[i * 64 + p] = (top === (labels[i] === 0) ? 1 : 0) + 0.1 * noise[i * 64 + p]!;
+  it.each(['wasm-simd', 'js'] as const)(
+    'wasm kernels - a small CNN trains on wasm with falling loss (%s kernels)',
+    async (path) => {
+      await tf.setBackend('wasm');
+      chooseKernelPath(wasmBackend(), path);
+      const model = tf.sequential({
+        layers: [
+          tf.layers.conv2d({
+            inputShape: [8, 8, 1],
+            filters: 4,
+            kernelSize: 3,
+            padding: 'same',
+            activation: 'relu',
+            kernelInitializer: tf.initializers.glorotUniform({ seed: 1 }),
+          }),
+          tf.layers.maxPooling2d({ poolSize: 2 }),
+          tf.layers.conv2d({
+            filters: 4,
+            kernelSize: 3,
+            strides: 2,
+            padding: 'valid',
+            activation: 'relu',
+            kernelInitializer: tf.initializers.glorotUniform({ seed: 2 }),
+          }),
+          tf.layers.flatten(),
+          tf.layers.dense({ units: 2, kernelInitializer: tf.initializers.glorotUniform({ seed: 3 }) }),
+        ],
+      });
+      // Two classes: bright top half versus bright bottom half.
+      const n = 16;
+      const images = new Float32Array(n * 64);
+      const labels = new Int32Array(n);
+      const noise = randomValues(7, n * 64);
+      for (let i = 0; i < n; i++) {
+        labels[i] = i % 2;
+        for (let p = 0; p < 64; p++) {
+          const top = p < 32;
+          images[i * 64 + p] = (top === (labels[i] === 0) ? 1 : 0) + 0.1 * noise[i * 64 + p]!;
+        }
       }
-    }
-    const xs = tf.tensor4d(images, [n, 8, 8, 1]);
-    const ys = tf.oneHot(tf.tensor1d(labels, 'int32'), 2);
-    const optimizer = tf.train.sgd(0.1);
-    const losses: number[] = [];
-    for (let step = 0; step < 15; step++) {
-      const loss = optimizer.minimize(
-        () => tf.losses.softmaxCrossEntropy(ys, model.apply(xs) as tf.Tensor) as tf.Scalar,
-        true,
-      )!;
-      losses.push((await loss.data())[0]!);
-      loss.dispose();
-    }
-    tf.dispose([xs, ys]);
-    optimizer.dispose();
-    model.dispose();
-    expect(losses[losses.length - 1]!).toBeLessThan(losses[0]! * 0.8);
-  });
+      const xs = tf.tensor4d(images, [n, 8, 8, 1]);
+      const ys = tf.oneHot(tf.tensor1d(labels, 'int32'), 2);
+      const optimizer = tf.train.sgd(0.1);
+      const losses: number[] = [];
+      for (let step = 0; step < 15; step++) {
+        const loss = optimizer.minimize(
+          () => tf.losses.softmaxCrossEntropy(ys, model.apply(xs) as tf.Tensor) as tf.Scalar,
+          true,
+        )!;
+        losses.push((await loss.data())[0]!);
+        loss.dispose();
+      }
+      tf.dispose([xs, ys]);
+      optimizer.dispose();
+      model.dispose();
+      expect(losses[losses.length - 1]!).toBeLessThan(losses[0]! * 0.8);
+    },
+  );
 });

@@ -1,0 +1,152 @@
+;; Batched matrix product with either operand transposed, computed in place on the memory of
+;; TensorFlow.js's wasm backend: out[i] = op(a[i]) x op(b[i]), op transposing where asked, with a
+;; batch of one broadcast against the other. These are the products of a dense layer's backward
+;; pass (x^T dy and dy W^T), which the backend computes with a scalar loop.
+;;
+;; A transposed operand is first copied untransposed into scratch memory, so that one product
+;; serves all cases: C[m, n] = sum over k of A[m, k] * B[k, n], row m of C accumulated 16, 8 or 4
+;; columns at a time in registers, broadcasting A[m, k] over a row of B.
+(module
+  (import "env" "memory" (memory 0))
+
+  ;; src [rows, cols] to dst [cols, rows].
+  (func $transpose (param $src i32) (param $dst i32) (param $rows i32) (param $cols i32)
+    (local $r i32) (local $c i32) (local $from i32) (local $to i32) (local $dstRowBytes i32)
+    (local.set $dstRowBytes (i32.shl (local.get $rows) (i32.const 2)))
+    (local.set $from (local.get $src))
+    (local.set $r (i32.const 0))
+    (loop $srcRows
+      (local.set $to (i32.add (local.get $dst) (i32.shl (local.get $r) (i32.const 2))))
+      (local.set $c (local.get $cols))
+      (loop $srcCols
+        (f32.store (local.get $to) (f32.load (local.get $from)))
+        (local.set $from (i32.add (local.get $from) (i32.const 4)))
+        (local.set $to (i32.add (local.get $to) (local.get $dstRowBytes)))
+        (br_if $srcCols (local.tee $c (i32.sub (local.get $c) (i32.const 1)))))
+      (br_if $srcRows (i32.lt_s (local.tee $r (i32.add (local.get $r) (i32.const 1))) (local.get $rows)))))
+
+  ;; The dot products below take row `ap` of A (k floats apart by 4 bytes) and columns starting
+  ;; at `bp` of B (rows `bRowBytes` apart), and store 16, 8, 4 or 1 results at `cp`.
+
+  (func $columns16 (param $ap i32) (param $bp i32) (param $cp i32) (param $k i32) (param $bRowBytes i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $s v128)
+    (loop $inner
+      (local.set $s (v128.load32_splat (local.get $ap)))
+      (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (local.get $s) (v128.load (local.get $bp)))))
+      (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $s) (v128.load offset=16 (local.get $bp)))))
+      (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (local.get $s) (v128.load offset=32 (local.get $bp)))))
+      (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (local.get $s) (v128.load offset=48 (local.get $bp)))))
+      (local.set $ap (i32.add (local.get $ap) (i32.const 4)))
+      (local.set $bp (i32.add (local.get $bp) (local.get $bRowBytes)))
+      (br_if $inner (local.tee $k (i32.sub (local.get $k) (i32.const 1)))))
+    (v128.store (local.get $cp) (local.get $a0))
+    (v128.store offset=16 (local.get $cp) (local.get $a1))
+    (v128.store offset=32 (local.get $cp) (local.get $a2))
+    (v128.store offset=48 (local.get $cp) (local.get $a3)))
+
+  (func $columns8 (param $ap i32) (param $bp i32) (param $cp i32) (param $k i32) (param $bRowBytes i32)
+    (local $a0 v128) (local $a1 v128) (local $s v128)
+    (loop $inner
+      (local.set $s (v128.load32_splat (local.get $ap)))
+      (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (local.get $s) (v128.load (local.get $bp)))))
+      (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $s) (v128.load offset=16 (local.get $bp)))))
+      (local.set $ap (i32.add (local.get $ap) (i32.const 4)))
+      (local.set $bp (i32.add (local.get $bp) (local.get $bRowBytes)))
+      (br_if $inner (local.tee $k (i32.sub (local.get $k) (i32.const 1)))))
+    (v128.store (local.get $cp) (local.get $a0))
+    (v128.store offset=16 (local.get $cp) (local.get $a1)))
+
+  (func $columns4 (param $ap i32) (param $bp i32) (param $cp i32) (param $k i32) (param $bRowBytes i32)
+    (local $a0 v128)
+    (loop $inner
+      (local.set $a0
+        (f32x4.add (local.get $a0) (f32x4.mul (v128.load32_splat (local.get $ap)) (v128.load (local.get $bp)))))
+      (local.set $ap (i32.add (local.get $ap) (i32.const 4)))
+      (local.set $bp (i32.add (local.get $bp) (local.get $bRowBytes)))
+      (br_if $inner (local.tee $k (i32.sub (local.get $k) (i32.const 1)))))
+    (v128.store (local.get $cp) (local.get $a0)))
+
+  (func $column1 (param $ap i32) (param $bp i32) (param $cp i32) (param $k i32) (param $bRowBytes i32)
+    (local $a0 f32)
+    (loop $inner
+      (local.set $a0 (f32.add (local.get $a0) (f32.mul (f32.load (local.get $ap)) (f32.load (local.get $bp)))))
+      (local.set $ap (i32.add (local.get $ap) (i32.const 4)))
+      (local.set $bp (i32.add (local.get $bp) (local.get $bRowBytes)))
+      (br_if $inner (local.tee $k (i32.sub (local.get $k) (i32.const 1)))))
+    (f32.store (local.get $cp) (local.get $a0)))
+
+  ;; C [m, n] = A [m, k] x B [k, n], all row-major; m, k and n at least 1.
+  (func $product (param $a i32) (param $b i32) (param $c i32) (param $m i32) (param $k i32) (param $n i32)
+    (local $row i32) (local $col i32) (local $ap i32) (local $cp i32) (local $bRowBytes i32)
+    (local.set $bRowBytes (i32.shl (local.get $n) (i32.const 2)))
+    (local.set $ap (local.get $a))
+    (local.set $cp (local.get $c))
+    (local.set $row (i32.const 0))
+    (loop $rows
+      (local.set $col (i32.const 0))
+      (block $done16
+        (loop $by16
+          (br_if $done16 (i32.gt_s (i32.add (local.get $col) (i32.const 16)) (local.get $n)))
+          (call $columns16 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+          (local.set $col (i32.add (local.get $col) (i32.const 16)))
+          (br $by16)))
+      (if (i32.le_s (i32.add (local.get $col) (i32.const 8)) (local.get $n))
+        (then
+          (call $columns8 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+          (local.set $col (i32.add (local.get $col) (i32.const 8)))))
+      (if (i32.le_s (i32.add (local.get $col) (i32.const 4)) (local.get $n))
+        (then
+          (call $columns4 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+          (local.set $col (i32.add (local.get $col) (i32.const 4)))))
+      (block $done1
+        (loop $by1
+          (br_if $done1 (i32.ge_s (local.get $col) (local.get $n)))
+          (call $column1 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+          (local.set $col (i32.add (local.get $col) (i32.const 1)))
+          (br $by1)))
+      (local.set $ap (i32.add (local.get $ap) (i32.shl (local.get $k) (i32.const 2))))
+      (local.set $cp (i32.add (local.get $cp) (local.get $bRowBytes)))
+      (br_if $rows (i32.lt_s (local.tee $row (i32.add (local.get $row) (i32.const 1))) (local.get $m)))))
+
+  ;; a holds batchA matrices, [m, k] or (transposeA) [k, m]; b holds batchB matrices, [k, n] or
+  ;; (transposeB) [n, k]; out receives max(batchA, batchB) matrices [m, n]. A batch of 1 is
+  ;; broadcast. `scratch` holds m * k floats when transposeA and then k * n floats when
+  ;; transposeB. All sizes at least 1.
+  (func (export "batch_mat_mul")
+    (param $a i32) (param $b i32) (param $out i32) (param $scratch i32)
+    (param $batchA i32) (param $batchB i32) (param $m i32) (param $k i32) (param $n i32)
+    (param $transposeA i32) (param $transposeB i32)
+    (local $i i32) (local $batch i32) (local $aBytes i32) (local $bBytes i32) (local $outBytes i32)
+    (local $aSrc i32) (local $bSrc i32) (local $pa i32) (local $pb i32) (local $scratchB i32)
+    (local.set $aBytes (i32.shl (i32.mul (local.get $m) (local.get $k)) (i32.const 2)))
+    (local.set $bBytes (i32.shl (i32.mul (local.get $k) (local.get $n)) (i32.const 2)))
+    (local.set $outBytes (i32.shl (i32.mul (local.get $m) (local.get $n)) (i32.const 2)))
+    (local.set $scratchB
+      (select (i32.add (local.get $scratch) (local.get $aBytes)) (local.get $scratch) (local.get $transposeA)))
+    (local.set $batch
+      (select (local.get $batchA) (local.get $batchB) (i32.gt_s (local.get $batchA) (local.get $batchB))))
+    (local.set $i (i32.const 0))
+    (loop $matrices
+      (local.set $aSrc
+        (i32.add (local.get $a)
+          (i32.mul (select (i32.const 0) (local.get $i) (i32.eq (local.get $batchA) (i32.const 1))) (local.get $aBytes))))
+      (local.set $bSrc
+        (i32.add (local.get $b)
+          (i32.mul (select (i32.const 0) (local.get $i) (i32.eq (local.get $batchB) (i32.const 1))) (local.get $bBytes))))
+      (local.set $pa (local.get $aSrc))
+      (local.set $pb (local.get $bSrc))
+      ;; A broadcast operand is transposed once, for the first matrix.
+      (if (i32.and (local.get $transposeA) (i32.or (i32.eqz (local.get $i)) (i32.ne (local.get $batchA) (i32.const 1))))
+        (then (call $transpose (local.get $aSrc) (local.get $scratch) (local.get $k) (local.get $m))))
+      (if (local.get $transposeA) (then (local.set $pa (local.get $scratch))))
+      (if (i32.and (local.get $transposeB) (i32.or (i32.eqz (local.get $i)) (i32.ne (local.get $batchB) (i32.const 1))))
+        (then (call $transpose (local.get $bSrc) (local.get $scratchB) (local.get $n) (local.get $k))))
+      (if (local.get $transposeB) (then (local.set $pb (local.get $scratchB))))
+      (call $product (local.get $pa) (local.get $pb)
+        (i32.add (local.get $out) (i32.mul (local.get $i) (local.get $outBytes)))
+        (local.get $m) (local.get $k) (local.get $n))
+      (br_if $matrices (i32.lt_s (local.tee $i (i32.add (local.get $i) (i32.const 1))) (local.get $batch))))))

@@ -1,0 +1,103 @@
+import { compileKernelModule, WasmKernelUnavailableError } from '#libs/wasm-simd';
+import type { WasmHeapBackend } from './wasm-heap.js';
+
+/**
+ * One of our SIMD128 kernels: its arguments are byte addresses on the wasm backend's heap and
+ * sizes, in the order its `.wat` declares them.
+ */
+export type SimdKernel = (...args: number[]) => void;
+
+/** Each kernel's module (assembled from the `.wat` beside this file) and the function it exports. */
+const MODULES = {
+  batchMatMul: ['batch-mat-mul.wasm', 'batch_mat_mul'],
+  conv2dBackpropFilter: ['conv2d-backprop-filter.wasm', 'conv2d_backprop_filter'],
+  conv2dBackpropInput: ['conv2d-backprop-input.wasm', 'conv2d_backprop_input'],
+  depthwiseConv2dBackpropFilter: ['depthwise-conv2d-backprop-filter.wasm', 'depthwise_conv2d_backprop_filter'],
+  depthwiseConv2dBackpropInput: ['depthwise-conv2d-backprop-input.wasm', 'depthwise_conv2d_backprop_input'],
+  maxPoolGrad: ['max-pool-grad.wasm', 'max_pool_grad'],
+} as const;
+
+/** The SIMD kernels, by operation. */
+export type SimdKernels = Record<keyof typeof MODULES, SimdKernel>;
+
+const BACKEND_MODULE = '@tensorflow/tfjs-backend-wasm';
+
+let compiled: Map<keyof typeof MODULES, WebAssembly.Module> | undefined;
+const bound = new WeakMap<WebAssembly.Memory, SimdKernels>();
+
+/**
+ * The `WebAssembly.Memory` that holds the backend's tensors: the memory its emscripten module's
+ * instance exports (`asm.memory`; `wasmMemory` in other emscripten versions). It must be the one
+ * behind the heap views the backend hands out, and unshared, as our modules import it.
+ *
+ * @throws WasmKernelUnavailableError when no such memory can be reached.
+ */
+export function backendMemory(backend: WasmHeapBackend): WebAssembly.Memory {
+  const candidates = [backend.wasm.asm?.memory, backend.wasm.wasmMemory];
+  const memory = candidates.find((m): m is WebAssembly.Memory => tagOf(m) === '[object WebAssembly.Memory]');
+  if (memory === undefined) {
+    throw new WasmKernelUnavailableError(
+      BACKEND_MODULE,
+      'its WebAssembly.Memory is exported neither as asm.memory nor as wasmMemory',
+    );
+  }
+  if (tagOf(memory.buffer) !== '[object ArrayBuffer]') {
+    throw new WasmKernelUnavailableError(
+      BACKEND_MODULE,
+      'its memory is shared (the threaded build), which our kernels do not import',
+    );
+  }
+  if (memory.buffer !== backend.wasm.HEAPU8.buffer) {
+    throw new WasmKernelUnavailableError(
+      BACKEND_MODULE,
+      'its exported WebAssembly.Memory is not the one behind its heap',
+    );
+  }
+  return memory;
+}
+
+/** The built-in type of a value, which unlike `instanceof` holds across realms (as under jest). */
+function tagOf(value: unknown): string {
+  return Object.prototype.toString.call(value);
+}
+
+function compileAll(): Map<keyof typeof MODULES, WebAssembly.Module> {
+  compiled ??= new Map(
+    Object.entries(MODULES).map(([op, [file]]) => [
+      op as keyof typeof MODULES,
+      compileKernelModule(new URL(`./${file}`, import.meta.url)),
+    ]),
+  );
+  return compiled;
+}
+
+/**
+ * Our SIMD kernels instantiated on the backend's own memory, so that they read their inputs and
+ * write their outputs where the tensors lie, with no copies; the memory may grow under them.
+ * Modules are compiled once and instantiated once per memory.
+ *
+ * @throws WasmKernelUnavailableError naming the module or the backend: no SIMD, a module not
+ *   assembled or not valid, or a backend memory that cannot be imported.
+ */
+export function bindSimdKernels(backend: WasmHeapBackend): SimdKernels {
+  const memory = backendMemory(backend);
+  const known = bound.get(memory);
+  if (known !== undefined) return known;
+  const kernels = {} as SimdKernels;
+  for (const [op, module] of compileAll()) {
+    const [file, name] = MODULES[op];
+    let instance: WebAssembly.Instance;
+    try {
+      instance = new WebAssembly.Instance(module, { env: { memory } });
+    } catch (cause) {
+      throw new WasmKernelUnavailableError(file, `cannot import the backend's memory: ${(cause as Error).message}`, {
+        cause,
+      });
+    }
+    const kernel = instance.exports[name];
+    if (typeof kernel !== 'function') throw new WasmKernelUnavailableError(file, `exports no function ${name}`);
+    kernels[op] = kernel as SimdKernel;
+  }
+  bound.set(memory, kernels);
+  return kernels;
+}
