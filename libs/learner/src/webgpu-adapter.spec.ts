@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { selectBackend } from './backend.js';
@@ -8,7 +8,7 @@ import { TfjsLearner, type Batch } from './learner.js';
 import type { LearnerSpec } from './model-spec.js';
 import { loadLayersModelFromDir, saveLayersModel } from './model-export.js';
 import { isResolvable } from './optional-package.js';
-import { WebgpuAdapter } from './webgpu-adapter.js';
+import { vulkanLoaderPresent, WebgpuAdapter } from './webgpu-adapter.js';
 
 /**
  * Dawn's `null` backend: a real Dawn adapter and device on any machine, whose shaders do
@@ -135,4 +135,26 @@ function batchFor(spec: LearnerSpec, size: number): Batch {
       await rm(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe('webgpu Vulkan loader check', () => {
+  it('webgpu adapter - the Vulkan loader is looked for on Linux only, in LD_LIBRARY_PATH as well', async () => {
+    expect(vulkanLoaderPresent('darwin', '')).toBe(true);
+    const dir = await mkdtemp(join(tmpdir(), 'tributary-vulkan-'));
+    try {
+      await writeFile(join(dir, 'libvulkan.so.1'), '');
+      expect(vulkanLoaderPresent('linux', `/nonexistent:${dir}`)).toBe(true);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  (vulkanLoaderPresent() ? it.skip : it)(
+    'webgpu adapter - without the Vulkan loader the route is passed over before Dawn loads, naming it',
+    async () => {
+      await expect(WebgpuAdapter.find()).rejects.toThrow(/webgpu: no Vulkan loader \(libvulkan\.so\.1\)/);
+      // Dawn's null backend needs no Vulkan, so asking for it still reaches Dawn.
+      if (HAS_WEBGPU) await expect(WebgpuAdapter.find(NULL_BACKEND)).resolves.toBeInstanceOf(WebgpuAdapter);
+    },
+  );
 });

@@ -1,4 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { BackendUnavailableError, firstLineOf } from './errors.js';
 import { importFailure, importOptional, isResolvable } from './optional-package.js';
 
@@ -71,6 +73,34 @@ interface DawnModule {
 
 interface TfjsWebgpuModule {
   WebGPUBackend: new (device: GpuDevice, adapterInfo?: GpuAdapterInfo) => tf.KernelBackend;
+}
+
+/** Folders where a Linux distribution keeps the Vulkan loader, besides `LD_LIBRARY_PATH`'s. */
+const LIBRARY_DIRS = [
+  '/usr/lib/x86_64-linux-gnu',
+  '/usr/lib/aarch64-linux-gnu',
+  '/lib/x86_64-linux-gnu',
+  '/lib/aarch64-linux-gnu',
+  '/usr/lib64',
+  '/usr/lib',
+  '/lib64',
+  '/lib',
+  '/usr/local/lib',
+  '/usr/local/nvidia/lib64',
+];
+
+/**
+ * On Linux, Dawn reaches GPUs only through the Vulkan loader, `libvulkan.so.1`. Where it is
+ * absent Dawn can find no adapter, and loading it anyway prints a warning on stderr at every
+ * trainer start, so the route is passed over before Dawn loads. True elsewhere.
+ */
+export function vulkanLoaderPresent(
+  platform: NodeJS.Platform = process.platform,
+  libraryPath: string | undefined = process.env['LD_LIBRARY_PATH'],
+): boolean {
+  if (platform !== 'linux') return true;
+  const dirs = [...(libraryPath ?? '').split(':').filter((d) => d !== ''), ...LIBRARY_DIRS];
+  return dirs.some((dir) => existsSync(join(dir, 'libvulkan.so.1')));
 }
 
 /** Rejects with a named reason when `promise` has not settled within `ms`. */
@@ -161,6 +191,13 @@ export class WebgpuAdapter {
     // Checked first so that a half-installed route fails before Dawn starts a driver.
     if (!isResolvable(TFJS_WEBGPU_PACKAGE)) {
       throw new BackendUnavailableError(`webgpu: ${TFJS_WEBGPU_PACKAGE} is not installed`);
+    }
+    // Dawn's other backends (`backend=null`, for tests) need no Vulkan.
+    const dawnBackend = dawnOptions.find((o) => o.startsWith('backend='))?.slice('backend='.length) ?? 'vulkan';
+    if (dawnBackend === 'vulkan' && !vulkanLoaderPresent()) {
+      throw new BackendUnavailableError(
+        'webgpu: no Vulkan loader (libvulkan.so.1) on this machine, so Dawn can reach no GPU; install libvulkan1 and the GPU driver',
+      );
     }
     let dawn: DawnModule;
     try {
