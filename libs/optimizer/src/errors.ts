@@ -24,3 +24,17 @@ export class InvalidHyperparameterError extends Error {
     super(`optimizer.${field} = ${JSON.stringify(value)}: ${reason}`, options);
   }
 }
+
+/** A kernel choice (`TRIBUTARY_KERNELS`) is not one of `auto`, `wasm-simd` and `js`. */
+export class InvalidKernelChoiceError extends Error {
+  override readonly name = 'InvalidKernelChoiceError';
+
+  constructor(
+    /** Where the value came from. */
+    readonly source: string,
+    readonly value: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${source} = ${JSON.stringify(value)}: expected auto, wasm-simd or js`, options);
+  }
+}
