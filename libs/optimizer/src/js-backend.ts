@@ -9,6 +9,7 @@ export const jsKernelBackend: KernelBackend = {
   name: 'js',
   allocate: (length) => new Float32Array(length),
   manages: () => false,
+  adopt: (array) => array,
   free: () => undefined,
   update(kernel, out, param, grad, state, hyper, step) {
     if (out !== param) out.set(param);

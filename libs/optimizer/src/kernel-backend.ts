@@ -38,6 +38,11 @@ export interface KernelBackend {
    * values past that point must copy them. Plain arrays are left to the garbage collector.
    */
   manages(array: Float32Array): boolean;
+  /**
+   * `array`'s values where this backend's kernels run without copying: `array` itself when it
+   * is there already (or the backend needs no place of its own), else a copy from `allocate`.
+   */
+  adopt(array: Float32Array): Float32Array;
   /** Gives back an array from `allocate`; does nothing for an array the backend does not manage. */
   free(array: Float32Array): void;
   /**

@@ -180,12 +180,17 @@ describe('simd kernels', () => {
     sum.free();
   });
 
-  it('simd kernels - the heap takes back every array the kernels were given', () => {
+  it('simd kernels - the heap takes back every array the kernels were given, adopted ones too', () => {
     const before = simd.heap.allocationCount;
     const a = simd.allocate(1000);
     const b = simd.allocate(3);
     expect(simd.manages(a)).toBe(true);
     expect(simd.manages(new Float32Array(3))).toBe(false);
+    expect(simd.adopt(a)).toBe(a);
+    const adopted = simd.adopt(Float32Array.of(1, 2, 3));
+    expect(simd.manages(adopted)).toBe(true);
+    expect(Array.from(adopted)).toEqual([1, 2, 3]);
+    simd.free(adopted);
     simd.free(a);
     simd.free(b);
     simd.free(new Float32Array(3));

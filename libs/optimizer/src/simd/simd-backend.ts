@@ -50,6 +50,13 @@ export class SimdKernelBackend implements KernelBackend {
     return this.heap.holds(array);
   }
 
+  adopt(array: Float32Array): Float32Array {
+    if (this.heap.holds(array)) return array;
+    const copy = this.allocate(array.length);
+    copy.set(array);
+    return copy;
+  }
+
   free(array: Float32Array): void {
     if (this.heap.holds(array)) this.heap.free(array);
   }
