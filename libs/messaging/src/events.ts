@@ -94,6 +94,10 @@ export interface MemberStatus {
   at: string;
   jobId?: string;
   taskId?: number;
+  /**
+   * What the process computes with: a trainer's or the evaluator's TensorFlow.js backend kind,
+   * a pserver's optimizer kernels (`wasm-simd` or `js`).
+   */
   backend?: string;
   samplesPerSecond?: number;
   /**
