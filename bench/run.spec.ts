@@ -4,7 +4,7 @@ import { BENCHMARKS, parseBenchArgs, resultRows, usage } from './run.js';
 describe('bench runner', () => {
   it('bench runner - no names runs the quick benchmarks; names run those, in order', () => {
     const quick = BENCHMARKS.filter((b) => b.quick).map((b) => b.name);
-    expect(quick).toEqual(['overhead', 'scaling', 'exchange', 'cnn-step']);
+    expect(quick).toEqual(['overhead', 'scaling', 'exchange', 'cnn-step', 'kernels']);
     expect(parseBenchArgs([])).toEqual({ names: quick, json: undefined, help: false });
     expect(parseBenchArgs(['tta', 'exchange', '--json', 'out.json'])).toEqual({
       names: ['tta', 'exchange'],

@@ -56,6 +56,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./learner/cnn-step.js')).runCnnStepBench(say),
   },
   {
+    name: 'kernels',
+    about: 'pserver math over 16M floats: SIMD128 accumulate, sgd, momentum, adam vs plain JS vs a copy',
+    quick: true,
+    run: async (say) => (await import('./kernels/kernels.js')).runKernelsBench(say),
+  },
+  {
     name: 'tta',
     about: 'time to 0.85 test accuracy: 2 trainers + 2 pservers vs a single-process loop',
     quick: false,

@@ -18,6 +18,9 @@ function* watFiles(dir) {
   }
 }
 
+/** Proposals our kernels use; wabt checks them at parsing and again at validation. */
+const FEATURES = { simd: true, threads: true };
+
 const wabt = await wabtInit();
 let count = 0;
 for (const top of ['libs', 'services']) {
@@ -25,8 +28,8 @@ for (const top of ['libs', 'services']) {
     const name = relative(root, file);
     let binary;
     try {
-      const module = wabt.parseWat(name, readFileSync(file, 'utf8'), { simd: true, threads: true });
-      module.validate();
+      const module = wabt.parseWat(name, readFileSync(file, 'utf8'), FEATURES);
+      module.validate(FEATURES);
       binary = module.toBinary({}).buffer;
       module.destroy();
     } catch (err) {

@@ -94,10 +94,12 @@ export interface MemberStatus {
   at: string;
   jobId?: string;
   taskId?: number;
+  /** What a trainer or the evaluator computes with: its TensorFlow.js backend kind. */
   backend?: string;
   /**
-   * Which versions of our own kernels the process runs where it has both: `wasm-simd` (the
-   * hand-written WebAssembly SIMD128 ones) or `js` (plain JavaScript; see `TRIBUTARY_KERNELS`).
+   * Which versions of our own kernels the process runs where it has both (a pserver's optimizer
+   * kernels, a trainer's gradient kernels on wasm): `wasm-simd` (the hand-written WebAssembly
+   * SIMD128 ones) or `js` (plain JavaScript; see `TRIBUTARY_KERNELS`).
    */
   kernels?: string;
   samplesPerSecond?: number;

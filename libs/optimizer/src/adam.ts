@@ -1,14 +1,15 @@
-import type { OptimizerKernel } from './kernel.js';
+import type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
+
+const sqrt = Math.sqrt;
+
+/** The last `base ** exponent` computed per float32 base. */
+const float32Powers = new Map<number, { exponent: number; value: number }>();
 
 /**
  * `base ** exponent` computed the way TensorFlow.js accumulates Adam's `accBeta` scalars: one
  * float32 multiplication per step. The last result per base is kept, so consecutive steps cost
  * one multiplication each.
  */
-const sqrt = Math.sqrt;
-
-const float32Powers = new Map<number, { exponent: number; value: number }>();
-
 function float32Power(base: number, exponent: number): number {
   const b = Math.fround(base);
   let cached = float32Powers.get(b);
@@ -20,6 +21,39 @@ function float32Power(base: number, exponent: number): number {
   }
   float32Powers.set(b, { exponent: e, value });
   return value;
+}
+
+/** The scalars of one Adam step, each a float32 value as TensorFlow.js has it. */
+export interface AdamScalars {
+  beta1: number;
+  beta2: number;
+  /** `1 - beta1`. */
+  oneMinusBeta1: number;
+  /** `1 - beta2`. */
+  oneMinusBeta2: number;
+  /** `1 - beta1^step`. */
+  correction1: number;
+  /** `1 - beta2^step`. */
+  correction2: number;
+}
+
+/**
+ * The float32 scalars of Adam's step `step` (1 on the first). TensorFlow.js takes `1 - beta`
+ * in float64 before rounding, but `beta` itself in float32, and accumulates `beta^t` by float32
+ * multiplications; its bias corrections are computed in float32, whose cancellation dominates
+ * the difference otherwise.
+ */
+export function adamScalars(hyper: Readonly<OptimizerHyperparams>, step: number): AdamScalars {
+  const beta1 = Math.fround(hyper.beta1);
+  const beta2 = Math.fround(hyper.beta2);
+  return {
+    beta1,
+    beta2,
+    oneMinusBeta1: Math.fround(1 - hyper.beta1),
+    oneMinusBeta2: Math.fround(1 - hyper.beta2),
+    correction1: Math.fround(1 - float32Power(beta1, step)),
+    correction2: Math.fround(1 - float32Power(beta2, step)),
+  };
 }
 
 /**
@@ -37,13 +71,14 @@ export const adamKernel: OptimizerKernel = {
     const [m, v] = state;
     const lr = hyper.learningRate;
     const eps = hyper.epsilon;
-    const b1 = Math.fround(hyper.beta1);
-    const b2 = Math.fround(hyper.beta2);
-    // TensorFlow.js takes `1 - beta` in float64 before rounding, but `beta` itself in float32.
-    const c1 = Math.fround(1 - hyper.beta1);
-    const c2 = Math.fround(1 - hyper.beta2);
-    const correction1 = Math.fround(1 - float32Power(b1, step));
-    const correction2 = Math.fround(1 - float32Power(b2, step));
+    const {
+      beta1: b1,
+      beta2: b2,
+      oneMinusBeta1: c1,
+      oneMinusBeta2: c2,
+      correction1,
+      correction2,
+    } = adamScalars(hyper, step);
     for (let i = 0; i < param.length; i++) {
       const g = grad[i];
       const mi = b1 * m[i] + c1 * g;

@@ -1,5 +1,15 @@
-export { adamKernel } from './adam.js';
+/**
+ * `#libs/optimizer`: the parameter server's math. Optimizer kernels (one file per optimizer,
+ * registered in `registry.ts`) as plain JavaScript, their WebAssembly SIMD128 counterparts
+ * (`simd/`, registered in `simd/registry.ts`), and the sample-weighted gradient sum of a
+ * synchronous step; a {@link KernelBackend} runs either kind, chosen by
+ * {@link selectKernelBackend}.
+ */
+export { adamKernel, adamScalars } from './adam.js';
 export { InvalidHyperparameterError, UnknownOptimizerError } from './errors.js';
+export { Float64GradientSum } from './gradient-sum.js';
+export { jsKernelBackend } from './js-backend.js';
+export { defaultKernelBackend, selectKernelBackend } from './kernel-selection.js';
 export { momentumKernel } from './momentum.js';
 export {
   DEFAULT_HYPERPARAMS,
@@ -9,4 +19,10 @@ export {
   resolveHyperparams,
 } from './registry.js';
 export { sgdKernel } from './sgd.js';
+export { SimdKernelBackend, loadSimdKernelBackend } from './simd/simd-backend.js';
+export { SIMD_OPTIMIZER_KERNELS } from './simd/registry.js';
+export type { AdamScalars } from './adam.js';
 export type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
+export type { GradientSum, KernelBackend, KernelBackendName } from './kernel-backend.js';
+export type { KernelSelection } from './kernel-selection.js';
+export type { SimdOptimizerKernel } from './simd/simd-kernel.js';

@@ -2,13 +2,21 @@ import fc from 'fast-check';
 import * as tf from '@tensorflow/tfjs';
 import {
   adamKernel,
-  createOptimizerState,
+  jsKernelBackend,
   momentumKernel,
   resolveHyperparams,
+  selectKernelBackend,
   sgdKernel,
+  type KernelBackend,
   type OptimizerHyperparams,
   type OptimizerKernel,
 } from './index.js';
+
+/** Both ways the kernels run: the plain loops, and SIMD128 over arrays in the kernel heap. */
+const BACKENDS: [string, KernelBackend][] = [
+  ['js', jsKernelBackend],
+  ['wasm-simd', selectKernelBackend('wasm-simd').backend],
+];
 
 const value = fc.float({ min: -10, max: 10, noNaN: true, noDefaultInfinity: true }).map(Math.fround);
 
@@ -36,11 +44,20 @@ function tfOptimizer(kernel: OptimizerKernel, h: OptimizerHyperparams): tf.Optim
 
 let counter = 0;
 
-/** Runs the same gradients through the kernel and through TF.js; returns both results. */
-function both(kernel: OptimizerKernel, param: number[], grads: number[][], hyper: OptimizerHyperparams) {
-  const p = Float32Array.from(param);
-  const state = createOptimizerState(kernel, p.length);
-  grads.forEach((g, i) => kernel.apply(p, Float32Array.from(g), state, hyper, i + 1));
+/** Runs the same gradients through the kernel on `backend` and through TF.js; returns both results. */
+function both(
+  backend: KernelBackend,
+  kernel: OptimizerKernel,
+  param: number[],
+  grads: number[][],
+  hyper: OptimizerHyperparams,
+) {
+  const p = backend.allocate(param.length);
+  p.set(param);
+  const state = kernel.stateSlots.map(() => backend.allocate(p.length).fill(0));
+  grads.forEach((g, i) => backend.update(kernel, p, p, Float32Array.from(g), state, hyper, i + 1));
+  const got = p.slice();
+  [p, ...state].forEach((a) => backend.free(a));
 
   const optimizer = tfOptimizer(kernel, hyper);
   const variable = tf.variable(tf.tensor1d(param), true, `w${counter++}`);
@@ -52,7 +69,7 @@ function both(kernel: OptimizerKernel, param: number[], grads: number[][], hyper
   const expected = variable.dataSync() as Float32Array;
   variable.dispose();
   optimizer.dispose();
-  return { got: p, expected };
+  return { got, expected };
 }
 
 function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -70,11 +87,17 @@ beforeAll(async () => {
   console.warn = warn;
 });
 
-describe('optimizer kernels against TensorFlow.js', () => {
+describe.each(BACKENDS)('optimizer kernels against TensorFlow.js (%s)', (_name, backend) => {
   it('optimizer kernels - sgd matches tf.train.sgd', () => {
     fc.assert(
       fc.property(trajectory, learningRate, ({ param, grads }, lr) => {
-        const { got, expected } = both(sgdKernel, param, grads, resolveHyperparams(sgdKernel, { learningRate: lr }));
+        const { got, expected } = both(
+          backend,
+          sgdKernel,
+          param,
+          grads,
+          resolveHyperparams(sgdKernel, { learningRate: lr }),
+        );
         expect(maxAbsDiff(got, expected)).toBeLessThanOrEqual(1e-5);
       }),
       { numRuns: 60 },
@@ -90,7 +113,7 @@ describe('optimizer kernels against TensorFlow.js', () => {
         fc.boolean(),
         ({ param, grads }, lr, momentum, useNesterov) => {
           const hyper = resolveHyperparams(momentumKernel, { learningRate: lr, momentum, useNesterov });
-          const { got, expected } = both(momentumKernel, param, grads, hyper);
+          const { got, expected } = both(backend, momentumKernel, param, grads, hyper);
           expect(maxAbsDiff(got, expected)).toBeLessThanOrEqual(1e-5);
         },
       ),
@@ -107,7 +130,7 @@ describe('optimizer kernels against TensorFlow.js', () => {
         fc.double({ min: 0.9, max: 0.9999, noNaN: true }),
         ({ param, grads }, lr, beta1, beta2) => {
           const hyper = resolveHyperparams(adamKernel, { learningRate: lr, beta1, beta2 });
-          const { got, expected } = both(adamKernel, param, grads, hyper);
+          const { got, expected } = both(backend, adamKernel, param, grads, hyper);
           expect(maxAbsDiff(got, expected)).toBeLessThanOrEqual(1e-5);
         },
       ),

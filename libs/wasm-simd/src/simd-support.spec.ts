@@ -1,5 +1,12 @@
 import { fileURLToPath } from 'node:url';
-import { compileKernelModule, wasmSimdSupported, WasmKernelUnavailableError } from './index.js';
+import {
+  compileKernelModule,
+  InvalidKernelChoiceError,
+  parseKernelChoice,
+  plainKernelsForced,
+  wasmSimdSupported,
+  WasmKernelUnavailableError,
+} from './index.js';
 
 describe('wasm simd', () => {
   it('wasm simd - Node.js 20 validates SIMD128 code', () => {
@@ -11,5 +18,15 @@ describe('wasm simd', () => {
     expect(() => compileKernelModule(url)).toThrow(WasmKernelUnavailableError);
     expect(() => compileKernelModule(url)).toThrow(fileURLToPath(url));
     expect(() => compileKernelModule(url)).toThrow(/not assembled/);
+  });
+
+  it('wasm simd - a kernel choice other than auto, wasm-simd or js is refused with its source named', () => {
+    expect(parseKernelChoice(undefined)).toBe('auto');
+    expect(parseKernelChoice('')).toBe('auto');
+    expect(parseKernelChoice('js')).toBe('js');
+    expect(() => parseKernelChoice('gpu')).toThrow(InvalidKernelChoiceError);
+    expect(() => parseKernelChoice('gpu')).toThrow('TRIBUTARY_KERNELS = "gpu": expected auto, wasm-simd or js');
+    expect(plainKernelsForced({ TRIBUTARY_KERNELS: 'js' })).toBe(true);
+    expect(plainKernelsForced({ TRIBUTARY_KERNELS: 'auto' })).toBe(false);
   });
 });

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { WasmKernelUnavailableError } from './errors.js';
+import type { KernelEntry } from './kernel-caller.js';
+import type { KernelHeap } from './kernel-heap.js';
 import { wasmSimdSupported } from './simd-support.js';
 
 /**
@@ -25,4 +27,42 @@ export function compileKernelModule(url: URL): WebAssembly.Module {
   } catch (cause) {
     throw new WasmKernelUnavailableError(file, `not a valid module: ${(cause as Error).message}`, { cause });
   }
+}
+
+/** The exports of one instantiated kernel module, looked up by name. */
+export interface KernelModule {
+  /** The `.wasm` file it came from. */
+  readonly file: string;
+  /**
+   * The exported function `name`.
+   *
+   * @throws WasmKernelUnavailableError naming the file when it exports no such function.
+   */
+  entry(name: string): KernelEntry;
+}
+
+/**
+ * Compiles the kernel module at `url` (see `compileKernelModule`) and instantiates it over
+ * `heap`, whose memory it imports as `env.memory`.
+ *
+ * @throws WasmKernelUnavailableError naming the file: no SIMD, not assembled, not valid, or its
+ *   imports do not fit.
+ */
+export function loadKernelModule(url: URL, heap: KernelHeap): KernelModule {
+  const file = fileURLToPath(url);
+  const module = compileKernelModule(url);
+  let exports: WebAssembly.Exports;
+  try {
+    exports = new WebAssembly.Instance(module, { env: { memory: heap.memory } }).exports;
+  } catch (cause) {
+    throw new WasmKernelUnavailableError(file, `cannot be instantiated: ${(cause as Error).message}`, { cause });
+  }
+  return {
+    file,
+    entry(name) {
+      const fn = exports[name];
+      if (typeof fn !== 'function') throw new WasmKernelUnavailableError(file, `exports no function "${name}"`);
+      return fn as KernelEntry;
+    },
+  };
 }

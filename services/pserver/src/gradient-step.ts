@@ -5,9 +5,10 @@ import type { ShardParameters } from './shard-parameters.js';
  * Where a gradient is applied: one step of the job's optimizer over every parameter of the
  * shard, after which the version is one higher. `gradients` holds one averaged gradient per
  * parameter, already checked (`push-validation.ts`); without gradients (a recovery step nobody
- * pushed to, see `shard-recovery.ts`) only the version advances. Each parameter gets a new
- * array rather than being written into, so snapshots and pulls in flight keep the old values.
- * Returns the new version.
+ * pushed to, see `shard-recovery.ts`) only the version advances. The kernels write each
+ * parameter's new values into a fresh array of the kernel backend instead of into the current
+ * one, so snapshots and pulls in flight keep the old values (see `shard-parameters.ts` for when
+ * the old arrays are reused); the optimizer state is updated in place. Returns the new version.
  */
 export function takeStep(
   params: ShardParameters,
@@ -16,13 +17,20 @@ export function takeStep(
 ): number {
   const { kernel, hyper } = settings;
   const step = params.version + 1;
-  if (gradients) {
-    for (const p of params.all) {
-      const next = p.value.slice();
-      kernel.apply(next, gradients.get(p.name)!, p.state, hyper, step);
-      p.value = next;
-    }
+  if (!gradients) {
+    params.advanceTo(step);
+    return step;
   }
-  params.advanceTo(step);
+  const { kernels } = params;
+  const next = params.all.map((p) => kernels.allocate(p.value.length));
+  try {
+    params.all.forEach((p, i) =>
+      kernels.update(kernel, next[i], p.value, gradients.get(p.name)!, p.state, hyper, step),
+    );
+  } catch (err) {
+    for (const a of next) kernels.free(a);
+    throw err;
+  }
+  params.replaceValues(next, step);
   return step;
 }

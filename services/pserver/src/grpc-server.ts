@@ -1,5 +1,6 @@
 import { once, type EventEmitter } from 'node:events';
 import type { ServerHttp2Session } from 'node:http2';
+import { finished, type Writable } from 'node:stream';
 import {
   Metadata,
   Server,
@@ -243,14 +244,18 @@ export class PserverGrpcServer {
         if (!abort.signal.aborted) call.end();
         return;
       }
-      const { version, tensors } = job.read();
-      await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
-        ...outcome,
-        withParams: true,
-        version,
-        tensorCount: tensors.length,
-        tensor,
-      }));
+      const { version, tensors, release } = job.lease();
+      try {
+        await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
+          ...outcome,
+          withParams: true,
+          version,
+          tensorCount: tensors.length,
+          tensor,
+        }));
+      } finally {
+        releaseOnceSent(call, release);
+      }
     } finally {
       call.off('cancelled', onCancel);
     }
@@ -321,12 +326,16 @@ export class PserverGrpcServer {
       if (req.snapshotVersion === undefined || job.version < req.snapshotVersion) {
         await job.waitForVersion(waitFor, req.waitMs, abort.signal);
       }
-      const { version, tensors } = job.read(req.snapshotVersion);
-      await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
-        version,
-        tensorCount: tensors.length,
-        tensor,
-      }));
+      const { version, tensors, release } = job.lease(req.snapshotVersion);
+      try {
+        await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
+          version,
+          tensorCount: tensors.length,
+          tensor,
+        }));
+      } finally {
+        releaseOnceSent(call, release);
+      }
     } catch (err) {
       if (abort.signal.aborted) return;
       call.emit('error', this.toServiceError(err, 'PullParams'));
@@ -376,6 +385,27 @@ export class PserverGrpcServer {
     this.logger?.error(`${method} failed: ${err instanceof Error ? (err.stack ?? message) : message}`);
     return Object.assign(new Error(message), { code: GrpcStatus.INTERNAL, details: `${method}: ${message}`, metadata });
   }
+}
+
+/**
+ * Calls `release` once no message written to `call` can read the parameters it leased any more.
+ * A message is a set of views of the leased arrays (`tensorParts` copies nothing) until grpc-js
+ * serializes it, which it does, copying the bytes, before that write completes; writes queued
+ * behind a slow client wait unserialized. So the lease ends when the call finished (every write
+ * completed), or was cancelled or destroyed (grpc-js then serializes nothing more).
+ */
+function releaseOnceSent(call: Writable & { cancelled: boolean }, release: () => void): void {
+  if (call.cancelled || call.writableFinished || call.destroyed) {
+    release();
+    return;
+  }
+  const done = () => {
+    stopWatching();
+    call.off('cancelled', done);
+    release();
+  };
+  const stopWatching = finished(call, { readable: false }, done);
+  call.once('cancelled', done);
 }
 
 /**

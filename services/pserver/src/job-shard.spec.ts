@@ -7,6 +7,7 @@ import {
   InvalidRequestError,
   InvalidTensorError,
   NotInitializedError,
+  ShardClosingError,
   SnapshotNotRetainedError,
   WaitTimeoutError,
 } from './errors.js';
@@ -230,6 +231,33 @@ describe('job shard', () => {
     expect(() => job.expectInitTensor('w', f32, [2])).toThrow(AlreadyInitializedError);
     expect(job.finishInit('someone')).toBe(0);
     expect(() => job.join('')).toThrow(/trainer_id/);
+  });
+
+  it('job shard - a lease holds the values it was given while steps go on; a snapshot lease needs no release', () => {
+    const { job } = makeJob({ training: { mode: 'async' }, evaluation: { everySteps: 1 } });
+    initialize(job);
+    job.push('a', 0, 1, grads([1, 0], 0));
+    const lease = job.lease();
+    const leased = lease.tensors.map((t) => Array.from(t.data));
+    job.push('a', 1, 1, grads([1, 1], 1));
+    job.push('a', 2, 1, grads([1, 1], 1));
+    expect(lease.version).toBe(1);
+    expect(lease.tensors.map((t) => Array.from(t.data))).toEqual(leased);
+    lease.release();
+    const snapshot = job.lease(2);
+    expect(snapshot.tensors).toBe(job.read(2).tensors);
+    snapshot.release();
+  });
+
+  it('job shard - once disposed, calls that need the parameters are refused as the shard closing', () => {
+    const { job } = makeJob({ training: { mode: 'async' } });
+    initialize(job);
+    job.dispose();
+    expect(() => job.read()).toThrow(ShardClosingError);
+    expect(() => job.lease()).toThrow(ShardClosingError);
+    expect(() => job.capture()).toThrow(ShardClosingError);
+    expect(() => job.push('a', 0, 1, grads([1, 1], 1))).toThrow(ShardClosingError);
+    expect(job.version).toBe(0);
   });
 
   it('job shard - a checkpoint restores version, parameters and optimizer state', () => {

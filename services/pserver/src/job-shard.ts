@@ -1,7 +1,7 @@
 import type { DataType, TensorInfo } from '#libs/pserver-protocol';
-import { createOptimizerState } from '#libs/optimizer';
+import { defaultKernelBackend, type KernelBackend } from '#libs/optimizer';
 import type { CheckpointData } from './checkpoint.js';
-import { AlreadyInitializedError, NotInitializedError, SnapshotNotRetainedError } from './errors.js';
+import { AlreadyInitializedError, NotInitializedError, ShardClosingError, SnapshotNotRetainedError } from './errors.js';
 import { takeStep } from './gradient-step.js';
 import { INIT_LEASE_MS, InitElection, type InitElectionResult } from './init-election.js';
 import type { ShardJobSettings } from './job-settings.js';
@@ -9,7 +9,7 @@ import { ParameterOwnership } from './parameter-ownership.js';
 import type { ProgressRecord, RecordedMember } from './progress-record.js';
 import { PushValidation, requireTrainer } from './push-validation.js';
 import { ShardMembership } from './shard-membership.js';
-import { ShardParameters } from './shard-parameters.js';
+import { ShardParameters, type ParameterLease } from './shard-parameters.js';
 import { RecoveryStep, resumedShard, type ResumedShard } from './shard-recovery.js';
 import { SnapshotStore, type Snapshot } from './snapshot-store.js';
 import { StepTiming } from './step-timing.js';
@@ -44,6 +44,8 @@ export interface JobShardOptions {
   /** Clock, in milliseconds. */
   now?: () => number;
   hooks?: JobShardHooks;
+  /** Where the optimizer steps and gradient sums run. Default: what `TRIBUTARY_KERNELS` picks. */
+  kernels?: KernelBackend;
 }
 
 /** A job's state as `Status` reports it. */
@@ -94,10 +96,11 @@ export class JobShard {
     this.specJson = options.specJson;
     this.settings = settings;
     this.hooks = options.hooks ?? {};
-    this.params = new ShardParameters(options.firstVersion ?? 0);
+    const kernels = options.kernels ?? defaultKernelBackend();
+    this.params = new ShardParameters(options.firstVersion ?? 0, kernels);
     this.ownership = new ParameterOwnership(jobId, shard);
     this.election = new InitElection({ jobId, shard, leaseMs: options.initLeaseMs ?? INIT_LEASE_MS, now });
-    this.barrier = new SyncBarrier(settings.minTrainers);
+    this.barrier = new SyncBarrier(settings.minTrainers, kernels);
     this.membership = new ShardMembership(this.barrier, now);
     this.validation = new PushValidation({ jobId, shard, mode: settings.mode }, this.params, this.ownership);
     this.waiters = new VersionWaiters(jobId, shard, this.params);
@@ -186,9 +189,10 @@ export class JobShard {
     if (this.initialized) return this.version;
     this.election.requireHolder(trainerId);
     const staged = this.election.finish(this.ownership.known ? this.ownership.names() : undefined);
-    const kernel = this.settings.kernel;
+    const { kernel } = this.settings;
+    const { kernels } = this.params;
     this.params.install(
-      staged.map((t) => ({ ...t, state: createOptimizerState(kernel, t.value.length) })),
+      staged.map((t) => ({ ...t, state: kernel.stateSlots.map(() => kernels.allocate(t.value.length).fill(0)) })),
       // Until now the version has been the one the job starts at.
       this.version,
     );
@@ -260,6 +264,7 @@ export class JobShard {
     gradients: ReadonlyMap<string, Float32Array>,
   ): { version: number; accepted: boolean } {
     requireTrainer(trainerId);
+    if (this.params.disposed) throw new ShardClosingError(this.shard);
     this.validation.push(version, samples, gradients);
     this.touch(trainerId);
     if (this.settings.mode === 'async') {
@@ -279,7 +284,7 @@ export class JobShard {
    * the pull waits for the quorum as usual.
    */
   wants(minVersion: number): void {
-    if (!this.initialized || !this.recovery.stepsForPull(this.version, minVersion)) return;
+    if (this.params.disposed || !this.initialized || !this.recovery.stepsForPull(this.version, minVersion)) return;
     this.recovery.close();
     this.step(this.barrier.pending > 0 ? this.barrier.take().average : undefined);
   }
@@ -299,7 +304,9 @@ export class JobShard {
 
   /**
    * The current parameters (or a retained snapshot) and their version. The arrays are never
-   * written to again, so the caller may stream them while steps go on.
+   * written to again nor reused, so the caller may keep them and stream them while steps go on;
+   * on the SIMD path that takes one copy per version (see `shard-parameters.ts`), which `lease`
+   * avoids.
    */
   read(snapshotVersion?: number): Snapshot {
     if (snapshotVersion !== undefined) {
@@ -307,8 +314,20 @@ export class JobShard {
       if (!snapshot) throw new SnapshotNotRetainedError(this.jobId, snapshotVersion, this.snapshots.versions());
       return snapshot;
     }
-    if (!this.initialized) throw new NotInitializedError(this.jobId, this.shard);
+    this.requireParameters();
     return { version: this.version, tensors: this.params.tensors() };
+  }
+
+  /**
+   * As `read`, but the current parameters come without a copy, as the arrays the kernels wrote:
+   * they stay as they are, while steps go on, until `release` is called, after which their
+   * memory may be reused. The caller releases exactly once nothing reads them any more (for a
+   * pull: once every message carrying them is serialized, or the call is cancelled).
+   */
+  lease(snapshotVersion?: number): ParameterLease {
+    if (snapshotVersion !== undefined) return { ...this.read(snapshotVersion), release: () => undefined };
+    this.requireParameters();
+    return this.params.lease();
   }
 
   /** Retained snapshot versions, oldest first. */
@@ -323,17 +342,18 @@ export class JobShard {
 
   /** A consistent copy of everything a checkpoint holds. */
   capture(): CheckpointData {
-    if (!this.initialized) throw new NotInitializedError(this.jobId, this.shard);
+    this.requireParameters();
+    const values = this.params.tensors();
     return {
       jobId: this.jobId,
       shard: this.shard,
       version: this.version,
       specJson: this.specJson,
       optimizer: this.settings.kernel.name,
-      tensors: this.params.all.map((p) => ({
+      tensors: this.params.all.map((p, i) => ({
         name: p.name,
         shape: [...p.shape],
-        value: p.value,
+        value: values[i].data,
         state: p.state.map((s) => s.slice()),
       })),
     };
@@ -357,11 +377,28 @@ export class JobShard {
     this.waiters.close();
   }
 
+  /**
+   * Ends every wait and gives the memory of the parameters, the optimizer state and the
+   * gradient sums back (the parameters streamed by pulls in flight once those end). Calls that
+   * need the parameters fail with `ShardClosingError` afterwards. For a job leaving the process.
+   */
+  dispose(): void {
+    this.close();
+    this.params.dispose();
+    this.barrier.dispose();
+  }
+
   private resume(resumed: ResumedShard): void {
     this.params.install(resumed.params, resumed.version);
     this.ownership.restore(resumed.params);
     this.membership.restore(resumed.members, resumed.version + 1);
     if (this.settings.mode === 'sync') this.recovery.open(resumed.version);
+  }
+
+  /** Refuses a call that needs the parameters before they are installed or after `dispose`. */
+  private requireParameters(): void {
+    if (this.params.disposed) throw new ShardClosingError(this.shard);
+    if (!this.initialized) throw new NotInitializedError(this.jobId, this.shard);
   }
 
   /** The first version a trainer joining now counts in. */
@@ -370,7 +407,7 @@ export class JobShard {
   }
 
   private maybeStep(): void {
-    if (!this.initialized) return;
+    if (!this.initialized || this.params.disposed) return;
     const recovering = this.recovery.stepsWithoutQuorum(this.version, this.barrier.pending);
     if (!recovering && !this.barrier.ready(this.version)) return;
     const { average } = this.barrier.take();

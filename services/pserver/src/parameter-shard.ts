@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { JOB_ID_PATTERN } from '#libs/messaging';
+import type { KernelBackend } from '#libs/optimizer';
 import type { TensorInfo } from '#libs/pserver-protocol';
 import { writeCheckpoint, type CheckpointRecord } from './checkpoint.js';
 import { CheckpointError, InvalidRequestError, JobUnknownToShardError } from './errors.js';
@@ -34,6 +35,8 @@ export interface ParameterShardOptions {
   onSnapshot?: (jobId: string, shard: number, version: number) => void;
   logger?: LineLogger;
   now?: () => number;
+  /** Where every job's optimizer steps and gradient sums run. Default: what `TRIBUTARY_KERNELS` picks. */
+  kernels?: KernelBackend;
 }
 
 /** A BeginInit request as the shard sees it. */
@@ -160,8 +163,8 @@ export class ParameterShard {
   }
 
   /**
-   * Drops a stopped job from memory after a last checkpoint; later calls naming it find no
-   * job until `reinstate`. Its checkpoints stay on disk.
+   * Drops a stopped job from memory, its kernel memory included, after a last checkpoint; later
+   * calls naming it find no job until `reinstate`. Its checkpoints stay on disk.
    */
   async retire(jobId: string): Promise<void> {
     this.retired.add(jobId);
@@ -174,7 +177,7 @@ export class ParameterShard {
       );
     }
     await state?.chain;
-    job.close();
+    job.dispose();
     this.jobs.delete(jobId);
     this.checkpoints.delete(jobId);
     this.recovery.forget(jobId);
@@ -256,7 +259,10 @@ export class ParameterShard {
     for (const job of this.jobs.values()) job.close();
   }
 
-  /** Stops the timers, ends waits, and checkpoints every job changed since its last save. */
+  /**
+   * Stops the timers, ends waits, checkpoints every job changed since its last save, then gives
+   * the jobs' kernel memory back.
+   */
   async close(): Promise<void> {
     if (this.closed || this.fenced) return;
     this.closed = true;
@@ -277,6 +283,7 @@ export class ParameterShard {
     await Promise.all(saves);
     this.recovery.forgetAll();
     await Promise.all([...this.checkpoints.values()].map((s) => s.chain));
+    for (const job of this.jobs.values()) job.dispose();
   }
 
   /** Drops silent members of every job now (the timer calls this too). */
@@ -328,6 +335,7 @@ export class ParameterShard {
     return {
       initLeaseMs: this.options.initLeaseMs,
       now: this.now,
+      kernels: this.options.kernels,
       hooks: {
         onVersion: (job: JobShard, version: number) => this.onVersion(job, version),
         onMembership: (job: JobShard) => this.recordProgress(job),

@@ -1,4 +1,5 @@
 import { env, type CommonConfig, type EnvSpec } from '#libs/config';
+import { KERNEL_CHOICES, KERNELS_ENV_VAR, type KernelChoice } from '#libs/wasm-simd';
 import { QUORUM_MEMBER_LAPSE_MS } from './parameter-shard.js';
 import { SHARD_LEASE_TTL_MS } from './shard-lease.js';
 
@@ -23,6 +24,8 @@ export interface PserverConfig {
   leaseTtlMs: number;
   /** Redis key prefix of the lease (`PSERVER_KEY_PREFIX`), so several clusters can share one Redis. */
   keyPrefix: string;
+  /** Which optimizer kernels run (`TRIBUTARY_KERNELS`): WebAssembly SIMD128 where it loads, or plain JavaScript. */
+  kernels: KernelChoice;
 }
 
 /** Environment fields of the parameter server. */
@@ -35,6 +38,7 @@ export const PSERVER_CONFIG: EnvSpec<PserverConfig> = {
   memberTtlMs: ['PSERVER_MEMBER_TTL_MS', env.int({ default: QUORUM_MEMBER_LAPSE_MS, min: 100, max: 3_600_000 })],
   leaseTtlMs: ['PSERVER_LEASE_TTL_MS', env.int({ default: SHARD_LEASE_TTL_MS, min: 500, max: 600_000 })],
   keyPrefix: ['PSERVER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
+  kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],
 };
 
 /** The parameter server's full settings: common, its own, and its id. */

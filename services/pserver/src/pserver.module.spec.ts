@@ -15,7 +15,7 @@ import { KvShardDirectory, ShardedPserverClient, shardKey, type ParamInfo } from
 import { ConnectionsModule } from '#libs/service-runtime';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import type { PserverSettings } from './pserver-config.js';
-import { PserverModule, PserverService } from './pserver.module.js';
+import { PSERVER_SETTINGS, PserverModule, PserverService } from './pserver.module.js';
 
 const PARAMS: ParamInfo[] = [
   { name: 'w', shape: [3, 2] },
@@ -54,6 +54,7 @@ describe('pserver module', () => {
       memberTtlMs: 30_000,
       leaseTtlMs: 2_000,
       keyPrefix: 'tributary',
+      kernels: 'auto',
     };
     const app = await NestFactory.createApplicationContext(
       {
@@ -88,6 +89,9 @@ describe('pserver module', () => {
     await nc.flush();
     for (let i = 0; i < 50 && notices.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(notices[0]).toMatchObject({ jobId: 'kv-job', shard: 0, version: 1 });
+    // The member entry says which optimizer kernels run, for `tributary ps`.
+    const member = await buckets.members.get(`pserver.${app.get<PserverSettings>(PSERVER_SETTINGS).id}`);
+    expect(decodeJsonObject('kv', member!.value)).toMatchObject({ role: 'pserver', kernels: 'wasm-simd' });
 
     await app.close();
     expect(await buckets.pservers.get(shardKey(0))).toMatchObject({ operation: 'DEL' });

@@ -17,6 +17,7 @@ import {
   type RedisConnection,
   type SnapshotNotice,
 } from '#libs/messaging';
+import { selectKernelBackend } from '#libs/optimizer';
 import { BUCKETS, MemberBeacon, NATS_CONNECTION, REDIS_CONNECTION } from '#libs/service-runtime';
 import { PserverGrpcServer } from './grpc-server.js';
 import { JobLifecycle } from './job-lifecycle.js';
@@ -31,12 +32,13 @@ export const PSERVER_SETTINGS = Symbol('PSERVER_SETTINGS');
 export const VERSION_REPORT_MS = 3_000;
 
 /**
- * Runs one parameter server shard for the application's lifetime. It first takes the shard's
- * lease in Redis, standing by while another process holds it; then resumes the live jobs it
- * has checkpoints of, serves gRPC, registers the shard's address in the pservers bucket,
- * announces snapshots on NATS, checkpoints jobs that stop, and on shutdown stops taking calls,
- * checkpoints every job, deregisters and gives the lease back. A process that loses the lease
- * stops serving and exits at once, writing nothing more.
+ * Runs one parameter server shard for the application's lifetime. It picks its optimizer
+ * kernels (WebAssembly SIMD128, or plain JavaScript and why), logs and publishes which, then
+ * takes the shard's lease in Redis, standing by while another process holds it; then resumes
+ * the live jobs it has checkpoints of, serves gRPC, registers the shard's address in the
+ * pservers bucket, announces snapshots on NATS, checkpoints jobs that stop, and on shutdown
+ * stops taking calls, checkpoints every job, deregisters and gives the lease back. A process
+ * that loses the lease stops serving and exits at once, writing nothing more.
  */
 @Injectable()
 export class PserverService implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -62,6 +64,10 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
   async onApplicationBootstrap(): Promise<void> {
     const { shard: index, host, port, id } = this.settings;
     const dataDir = resolve(this.settings.dataDir ?? defaultDataDir(index));
+    const { backend: kernels, fallbackReason } = selectKernelBackend(this.settings.kernels);
+    if (fallbackReason === undefined) this.logger.log('optimizer kernels: wasm-simd (WebAssembly SIMD128)');
+    else if (this.settings.kernels === 'js') this.logger.log(`optimizer kernels: js (${fallbackReason})`);
+    else this.logger.warn(`optimizer kernels: js, as WebAssembly SIMD128 is unavailable: ${fallbackReason}`);
     this.beacon = new MemberBeacon(this.buckets.members, {
       role: 'pserver',
       id,
@@ -69,6 +75,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       host: hostname(),
       shard: index,
       state: 'standby',
+      kernels: kernels.name,
     });
     this.beacon.start();
     this.lease = new ShardLease(this.redis, {
@@ -101,6 +108,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       dataDir,
       memberTtlMs: this.settings.memberTtlMs,
       logger: this.logger,
+      kernels,
       onSnapshot: (jobId, shard, version) => this.announceSnapshot(jobId, shard, version),
     });
     this.lifecycle = new JobLifecycle(this.nc, this.buckets.jobs, this.shard, { logger: this.logger });

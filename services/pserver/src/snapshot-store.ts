@@ -16,8 +16,9 @@ export interface Snapshot {
 
 /**
  * The parameters at the versions the evaluator asked for (`version % everySteps === 0`), the
- * last few only. The shard replaces its parameter arrays on every step instead of writing into
- * them, so a snapshot holds references, not copies.
+ * last few only. A snapshot holds the arrays `JobShard.read` gives, which are never written to
+ * nor reused: the parameter arrays themselves on the plain JavaScript path, their one copy per
+ * version on the SIMD path (never kernel heap memory, which later steps reuse).
  */
 export class SnapshotStore {
   private readonly snapshots: Snapshot[] = [];

@@ -1,3 +1,5 @@
+import { defaultKernelBackend, type GradientSum, type KernelBackend } from '#libs/optimizer';
+
 /**
  * The quorum of synchronous SGD for one shard of one job, and the gradient sum of the open
  * version.
@@ -11,18 +13,24 @@
  * - The step is ready when every counted member has contributed, at least one contribution
  *   exists, and at least `min(minContributors, members)` trainers contributed.
  * - The gradients are averaged weighted by examples: `sum(g_i * n_i) / sum(n_i)`, summed in
- *   float64.
+ *   float64 (by the kernel backend's gradient sums: SIMD128 over the kernel heap, or plain
+ *   loops), so the average is rounded to float32 once whichever runs. The sums and the average
+ *   arrays are kept from one version to the next; `dispose` gives them back.
  */
 export class SyncBarrier {
   /** Member id → first version whose quorum includes it. */
   private readonly members = new Map<string, number>();
   private readonly contributors = new Set<string>();
-  private sums = new Map<string, Float64Array>();
+  private readonly sums = new Map<string, GradientSum>();
+  /** The average of each parameter, written by `take`. */
+  private readonly averages = new Map<string, Float32Array>();
   private samples = 0;
 
   constructor(
     /** Contributions a step waits for while at least that many trainers are members. */
     private readonly minContributors = 1,
+    /** Where the sums run and live. */
+    private readonly kernels: KernelBackend = defaultKernelBackend(),
   ) {}
 
   /**
@@ -75,10 +83,10 @@ export class SyncBarrier {
     for (const [name, g] of gradients) {
       let sum = this.sums.get(name);
       if (!sum) {
-        sum = new Float64Array(g.length);
+        sum = this.kernels.gradientSum(g.length);
         this.sums.set(name, sum);
       }
-      for (let i = 0; i < g.length; i++) sum[i] += g[i] * samples;
+      sum.add(g, samples);
     }
     this.contributors.add(trainerId);
     this.samples += samples;
@@ -94,12 +102,21 @@ export class SyncBarrier {
     return true;
   }
 
-  /** The weighted average of the contributions, which are then cleared for the next version. */
+  /**
+   * The weighted average of the contributions, which are then cleared for the next version.
+   * The average arrays belong to the barrier: they are valid until the next `take` or
+   * `dispose`, long enough for the step that applies them.
+   */
   take(): { average: Map<string, Float32Array>; samples: number; contributors: string[] } {
     const average = new Map<string, Float32Array>();
     for (const [name, sum] of this.sums) {
-      const avg = new Float32Array(sum.length);
-      for (let i = 0; i < sum.length; i++) avg[i] = sum[i] / this.samples;
+      if (sum.contributions === 0) continue;
+      let avg = this.averages.get(name);
+      if (!avg) {
+        avg = this.kernels.allocate(sum.length);
+        this.averages.set(name, avg);
+      }
+      sum.averageInto(avg, this.samples);
       average.set(name, avg);
     }
     const result = { average, samples: this.samples, contributors: [...this.contributors] };
@@ -109,8 +126,17 @@ export class SyncBarrier {
 
   /** Drops the contributions to the open version. */
   clear(): void {
-    this.sums = new Map();
+    for (const sum of this.sums.values()) sum.reset();
     this.contributors.clear();
     this.samples = 0;
+  }
+
+  /** Drops the contributions and gives the sums' and averages' memory back. */
+  dispose(): void {
+    this.clear();
+    for (const sum of this.sums.values()) sum.free();
+    for (const avg of this.averages.values()) this.kernels.free(avg);
+    this.sums.clear();
+    this.averages.clear();
   }
 }

@@ -1,5 +1,6 @@
 import { env, type EnvSpec } from '#libs/config';
 import { BACKEND_CHOICES, type BackendChoice } from '#libs/learner';
+import { KERNEL_CHOICES, KERNELS_ENV_VAR, type KernelChoice } from '#libs/wasm-simd';
 import {
   IDLE_TASK_WAIT_MS,
   PROGRESS_LOG_INTERVAL_MS,
@@ -25,6 +26,12 @@ export interface TrainerConfig {
    * (`TRAINER_QUORUM_HEARTBEAT_MS`); keep it well under the pservers' `PSERVER_MEMBER_TTL_MS`.
    */
   quorumHeartbeatMs: number;
+  /**
+   * Our gradient kernels on the wasm backend (`TRIBUTARY_KERNELS`): `js` runs their plain
+   * JavaScript versions; `auto` and `wasm-simd` run SIMD128 where the runtime has it. Read
+   * here so that a wrong value stops the trainer at start-up.
+   */
+  kernels: KernelChoice;
 }
 
 /** Environment fields of the trainer. */
@@ -39,5 +46,6 @@ export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
     'TRAINER_PSERVER_OUTAGE_BUDGET_MS',
     env.int({ default: PSERVER_OUTAGE_BUDGET_MS, min: 0, max: 3_600_000 }),
   ],
+  kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],
   quorumHeartbeatMs: ['TRAINER_QUORUM_HEARTBEAT_MS', env.int({ default: QUORUM_HEARTBEAT_MS, min: 100, max: 600_000 })],
 };

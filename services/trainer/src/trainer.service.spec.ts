@@ -48,6 +48,7 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       progressLogIntervalMs: 10_000,
       pserverOutageBudgetMs: 60_000,
       quorumHeartbeatMs: 2_000,
+      kernels: 'auto',
     } satisfies TrainerConfig & Record<string, unknown>;
     const app = await NestFactory.createApplicationContext(
       { module: class Root {}, imports: [ConnectionsModule.forRoot(config, 'trainer'), TrainerModule.forRoot(config)] },
@@ -79,6 +80,7 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       progressLogIntervalMs: 10_000,
       pserverOutageBudgetMs: 60_000,
       quorumHeartbeatMs: 2_000,
+      kernels: 'auto',
     } satisfies TrainerConfig & Record<string, unknown>;
     const app = await NestFactory.createApplicationContext(
       { module: class Root {}, imports: [ConnectionsModule.forRoot(config, 'trainer'), TrainerModule.forRoot(config)] },

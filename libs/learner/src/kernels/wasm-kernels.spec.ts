@@ -346,7 +346,7 @@ describe('wasm kernels', () => {
       process.env[KERNELS_ENV_VAR] = 'js';
       expect(chooseKernelPath(wasmBackend())).toEqual({ path: 'js', reason: 'TRIBUTARY_KERNELS=js' });
       expect(simdKernelsFor(wasmBackend())).toBeUndefined();
-      process.env[KERNELS_ENV_VAR] = 'simd';
+      process.env[KERNELS_ENV_VAR] = 'auto';
       expect(chooseKernelPath(wasmBackend())).toEqual({ path: 'wasm-simd' });
       expect(simdKernelsFor(wasmBackend())).toBeDefined();
     } finally {

@@ -1,0 +1,199 @@
+import fc from 'fast-check';
+import { STAGING_CHUNK_ELEMENTS } from '#libs/wasm-simd';
+import {
+  Float64GradientSum,
+  SIMD_OPTIMIZER_KERNELS,
+  jsKernelBackend,
+  selectKernelBackend,
+  type OptimizerHyperparams,
+  type SimdKernelBackend,
+} from './index.js';
+
+const simd = selectKernelBackend('wasm-simd').backend as SimdKernelBackend;
+
+const value = fc.float({ min: -10, max: 10, noNaN: true, noDefaultInfinity: true }).map(Math.fround);
+const float32 = (min: number, max: number) => fc.double({ min, max, noNaN: true }).map(Math.fround);
+
+/** Lengths around the vector width (0 and non-multiples of 4 included), and a few past a staging chunk. */
+const length = fc.oneof(
+  { weight: 9, arbitrary: fc.integer({ min: 0, max: 37 }) },
+  { weight: 1, arbitrary: fc.integer({ min: STAGING_CHUNK_ELEMENTS - 3, max: STAGING_CHUNK_ELEMENTS + 9 }) },
+);
+
+/** A parameter and 1..4 gradients of one length; long ones repeat a short random pattern. */
+const trajectory = length.chain((n) => {
+  const values = fc
+    .array(value, { minLength: Math.min(n, 64), maxLength: Math.min(n, 64) })
+    .map((pattern) => Float32Array.from({ length: n }, (_, i) => pattern[i % pattern.length]));
+  return fc.record({ param: values, grads: fc.array(values, { minLength: 1, maxLength: 4 }) });
+});
+
+const hyperparams = fc.record({
+  learningRate: float32(1e-4, 0.5),
+  momentum: float32(0, 0.99),
+  useNesterov: fc.boolean(),
+  beta1: float32(0.5, 0.99),
+  beta2: float32(0.9, 0.9999),
+  epsilon: fc.constantFrom(1e-7, 1e-8, 1e-3),
+});
+
+/** Where the arrays of a SIMD step live: each in the kernel heap, or a plain array to stage. */
+const placement = fc.record({
+  param: fc.boolean(),
+  grad: fc.boolean(),
+  state: fc.boolean(),
+  out: fc.constantFrom('in place', 'heap', 'plain'),
+});
+
+/** The gap between 1 and the next float32. */
+const FLOAT32_EPSILON = 2 ** -23;
+
+/**
+ * The same formula in float32 operations (SIMD) and in float64 ones rounded to float32 when
+ * stored (plain JavaScript) agrees within a few float32 steps of the larger of the value and 1;
+ * 4 is the most seen over thousands of trajectories, 16 is allowed.
+ */
+function expectClose(got: Float32Array, want: Float32Array, what: string): void {
+  for (let i = 0; i < want.length; i++) {
+    const tolerance = 16 * FLOAT32_EPSILON * Math.max(1, Math.abs(want[i]));
+    if (!(Math.abs(got[i] - want[i]) <= tolerance)) {
+      throw new Error(`${what}[${i}]: ${got[i]} vs ${want[i]} (tolerance ${tolerance})`);
+    }
+  }
+}
+
+function copyInto(inHeap: boolean, values: Float32Array): Float32Array {
+  const array = inHeap ? simd.allocate(values.length) : new Float32Array(values.length);
+  array.set(values);
+  return array;
+}
+
+describe('simd kernels', () => {
+  it.each(SIMD_OPTIMIZER_KERNELS.map((k) => [k.kernel.name, k] as const))(
+    'simd kernels - %s gives the plain kernel results within float32 rounding, wherever its arrays live',
+    (_name, { kernel }) => {
+      fc.assert(
+        fc.property(trajectory, hyperparams, placement, ({ param, grads }, hyper: OptimizerHyperparams, where) => {
+          const n = param.length;
+          const plain = { param: param.slice(), state: kernel.stateSlots.map(() => new Float32Array(n)) };
+          const ours = {
+            param: copyInto(where.param, param),
+            state: kernel.stateSlots.map(() => copyInto(where.state, new Float32Array(n))),
+          };
+          grads.forEach((g, i) => {
+            jsKernelBackend.update(kernel, plain.param, plain.param, g, plain.state, hyper, i + 1);
+            const grad = copyInto(where.grad, g);
+            const out =
+              where.out === 'in place' ? ours.param : where.out === 'heap' ? simd.allocate(n) : new Float32Array(n);
+            simd.update(kernel, out, ours.param, grad, ours.state, hyper, i + 1);
+            if (out !== ours.param) {
+              simd.free(ours.param);
+              ours.param = out;
+            }
+            simd.free(grad);
+            expectClose(ours.param, plain.param, `step ${i + 1} param`);
+            ours.state.forEach((s, k) => expectClose(s, plain.state[k], `step ${i + 1} ${kernel.stateSlots[k]}`));
+          });
+          simd.free(ours.param);
+          ours.state.forEach((s) => simd.free(s));
+        }),
+        { numRuns: 300 },
+      );
+    },
+  );
+
+  it('simd kernels - an update in place and one into another array agree to the bit', () => {
+    fc.assert(
+      fc.property(trajectory, hyperparams, ({ param, grads }, hyper) => {
+        for (const { kernel } of SIMD_OPTIMIZER_KERNELS) {
+          const n = param.length;
+          const inPlace = { param: param.slice(), state: kernel.stateSlots.map(() => new Float32Array(n)) };
+          const apart = { param: param.slice(), state: kernel.stateSlots.map(() => new Float32Array(n)) };
+          grads.forEach((g, i) => {
+            simd.update(kernel, inPlace.param, inPlace.param, g, inPlace.state, hyper, i + 1);
+            const out = new Float32Array(n);
+            simd.update(kernel, out, apart.param, g, apart.state, hyper, i + 1);
+            apart.param = out;
+          });
+          expect(apart.param).toEqual(inPlace.param);
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('simd kernels - the gradient sum gives the plain float64 average to the bit', () => {
+    const contribution = length.chain((n) =>
+      fc.array(
+        fc.record({
+          weight: fc.integer({ min: 1, max: 1000 }),
+          gradient: fc
+            .array(fc.float({ min: -100, max: 100, noNaN: true }).map(Math.fround), {
+              minLength: Math.min(n, 64),
+              maxLength: Math.min(n, 64),
+            })
+            .map((p) => Float32Array.from({ length: n }, (_, i) => p[i % p.length])),
+          inHeap: fc.boolean(),
+        }),
+        { minLength: 1, maxLength: 6 },
+      ),
+    );
+    fc.assert(
+      fc.property(contribution, fc.boolean(), (contributions, outInHeap) => {
+        const n = contributions[0].gradient.length;
+        const plain = new Float64GradientSum(n);
+        const ours = simd.gradientSum(n);
+        let total = 0;
+        for (const { weight, gradient, inHeap } of contributions) {
+          plain.add(gradient, weight);
+          const g = copyInto(inHeap, gradient);
+          ours.add(g, weight);
+          simd.free(g);
+          total += weight;
+        }
+        const want = new Float32Array(n);
+        plain.averageInto(want, total);
+        const got = outInHeap ? simd.allocate(n) : new Float32Array(n);
+        ours.averageInto(got, total);
+        expect(ours.contributions).toBe(contributions.length);
+        const differs = want.findIndex((w, i) => !Object.is(got[i], w));
+        expect(differs < 0 ? 'all equal' : `[${differs}]: ${got[differs]} vs ${want[differs]}`).toBe('all equal');
+        simd.free(got);
+        ours.free();
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('simd kernels - a reset sum starts again from its next contribution', () => {
+    const sum = simd.gradientSum(5);
+    sum.add(Float32Array.of(1, 2, 3, 4, 5), 3);
+    sum.reset();
+    const out = new Float32Array(5);
+    sum.averageInto(out, 1);
+    expect(Array.from(out)).toEqual([0, 0, 0, 0, 0]);
+    sum.add(Float32Array.of(-0, 1, -1, 0.5, 2), 2);
+    sum.add(Float32Array.of(0, 1, 1, 0.5, -2), 2);
+    sum.averageInto(out, 4);
+    expect(Array.from(out)).toEqual([0, 1, 0, 0.5, 0]);
+    expect(Object.is(out[0], 0)).toBe(true);
+    sum.free();
+  });
+
+  it('simd kernels - the heap takes back every array the kernels were given, adopted ones too', () => {
+    const before = simd.heap.allocationCount;
+    const a = simd.allocate(1000);
+    const b = simd.allocate(3);
+    expect(simd.manages(a)).toBe(true);
+    expect(simd.manages(new Float32Array(3))).toBe(false);
+    expect(simd.adopt(a)).toBe(a);
+    const adopted = simd.adopt(Float32Array.of(1, 2, 3));
+    expect(simd.manages(adopted)).toBe(true);
+    expect(Array.from(adopted)).toEqual([1, 2, 3]);
+    simd.free(adopted);
+    simd.free(a);
+    simd.free(b);
+    simd.free(new Float32Array(3));
+    expect(simd.heap.allocationCount).toBe(before);
+  });
+});
