@@ -140,8 +140,13 @@ describe('infrastructure restarts, end to end', () => {
       // reach its target before the kill, however fast it learns.
       await writeTinyEvalSet(dataDir(), { mislabelled: true });
       const accounting = new JobAccountingWatch(nc, jobId);
+      // No epoch budget to speak of: the tiny job can run through 30 epochs while the evaluator
+      // is down and starting again, and the master would then end it before the target is seen.
       await new MasterClient(nc, 'e2e-test').submitJob(
-        tinyJobSpec(jobId, data, output, { evaluation: { everySteps: 1 }, stop: { target: 0.9, maxSeconds: 200 } }),
+        tinyJobSpec(jobId, data, output, {
+          evaluation: { everySteps: 1 },
+          stop: { target: 0.9, maxSeconds: 200, maxEpochs: 100_000 },
+        }),
       );
       accounting.start();
       let events: JobEvent[];
