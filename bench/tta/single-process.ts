@@ -68,7 +68,8 @@ export async function singleProcessTimeToTarget(
     for (let start = 0; start + 1 <= train.size; start += BATCH_SIZE) {
       const end = Math.min(train.size, start + BATCH_SIZE);
       const x = tf.tensor2d(train.x.subarray(start * 784, end * 784), [end - start, 784]);
-      const y = tf.tensor1d(train.y.subarray(start, end), 'int32');
+      // tfjs-layers' sparse categorical cross-entropy floors its labels, which takes float32 only.
+      const y = tf.tensor1d(train.y.subarray(start, end), 'float32');
       await model.trainOnBatch(x, y);
       tf.dispose([x, y]);
       steps += 1;

@@ -18,6 +18,7 @@ import {
   type SnapshotNotice,
 } from '#libs/messaging';
 import { selectKernelBackend } from '#libs/optimizer';
+import { KERNELS_ENV_VAR } from '#libs/wasm-simd';
 import { BUCKETS, MemberBeacon, NATS_CONNECTION, REDIS_CONNECTION } from '#libs/service-runtime';
 import { PserverGrpcServer } from './grpc-server.js';
 import { JobLifecycle } from './job-lifecycle.js';
@@ -66,8 +67,9 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
     const dataDir = resolve(this.settings.dataDir ?? defaultDataDir(index));
     const { backend: kernels, fallbackReason } = selectKernelBackend(this.settings.kernels);
     if (fallbackReason === undefined) this.logger.log('optimizer kernels: wasm-simd (WebAssembly SIMD128)');
-    else if (this.settings.kernels === 'js') this.logger.log(`optimizer kernels: js (${fallbackReason})`);
-    else this.logger.warn(`optimizer kernels: js, as WebAssembly SIMD128 is unavailable: ${fallbackReason}`);
+    else if (this.settings.kernels === 'js') {
+      this.logger.log(`optimizer kernels: js (the default; ${KERNELS_ENV_VAR}=auto runs the WebAssembly SIMD128 ones)`);
+    } else this.logger.warn(`optimizer kernels: js, as WebAssembly SIMD128 is unavailable: ${fallbackReason}`);
     this.beacon = new MemberBeacon(this.buckets.members, {
       role: 'pserver',
       id,
