@@ -7,6 +7,7 @@ import {
   type TensorInfo,
 } from '@tensorflow/tfjs';
 import { simdKernelsFor } from './kernel-path.js';
+import { convGeometry } from './simd-kernels.js';
 import { allocateWithViews, heapAddress, rank4Strides, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
@@ -103,21 +104,7 @@ function conv2dBackpropFilter({ inputs, backend, attrs }: Conv2DBackpropFilterAr
       heapAddress(backend, x),
       heapAddress(backend, dy),
       heapAddress(backend, out),
-      info.batchSize,
-      info.inHeight,
-      info.inWidth,
-      info.inChannels,
-      info.outHeight,
-      info.outWidth,
-      info.outChannels,
-      info.filterHeight,
-      info.filterWidth,
-      info.strideHeight,
-      info.strideWidth,
-      info.dilationHeight,
-      info.dilationWidth,
-      info.padInfo.top,
-      info.padInfo.left,
+      ...convGeometry(info),
     );
     return out;
   }

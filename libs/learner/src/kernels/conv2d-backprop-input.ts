@@ -6,6 +6,7 @@ import {
   type TensorInfo,
 } from '@tensorflow/tfjs';
 import { simdKernelsFor } from './kernel-path.js';
+import { convGeometry } from './simd-kernels.js';
 import { heapAddress, withScratch, type WasmHeapBackend } from './wasm-heap.js';
 
 interface Conv2DBackpropInputArgs {
@@ -45,19 +46,7 @@ function conv2dBackpropInputSimd({ inputs, backend, attrs }: Conv2DBackpropInput
       heapAddress(backend, filter),
       heapAddress(backend, out),
       scratch,
-      info.batchSize,
-      info.inHeight,
-      info.inWidth,
-      info.inChannels,
-      info.outHeight,
-      info.outWidth,
-      info.outChannels,
-      info.filterHeight,
-      info.filterWidth,
-      info.strideHeight,
-      info.strideWidth,
-      info.padInfo.top,
-      info.padInfo.left,
+      ...convGeometry(info, false),
     ),
   );
   return out;

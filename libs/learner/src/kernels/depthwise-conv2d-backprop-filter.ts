@@ -8,6 +8,7 @@ import {
 } from '@tensorflow/tfjs';
 import { forEachDepthwiseTap } from './depthwise-taps.js';
 import { simdKernelsFor } from './kernel-path.js';
+import { convGeometry } from './simd-kernels.js';
 import { allocateWithViews, heapAddress, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
@@ -67,21 +68,7 @@ function depthwiseConv2dBackpropFilter({ inputs, backend, attrs }: DepthwiseBack
       heapAddress(backend, x),
       heapAddress(backend, dy),
       heapAddress(backend, out),
-      info.batchSize,
-      info.inHeight,
-      info.inWidth,
-      info.inChannels,
-      info.outHeight,
-      info.outWidth,
-      info.outChannels,
-      info.filterHeight,
-      info.filterWidth,
-      info.strideHeight,
-      info.strideWidth,
-      info.dilationHeight,
-      info.dilationWidth,
-      info.padInfo.top,
-      info.padInfo.left,
+      ...convGeometry(info),
     );
     return out;
   }

@@ -7,6 +7,7 @@ import {
 } from '@tensorflow/tfjs';
 import { forEachDepthwiseTap } from './depthwise-taps.js';
 import { simdKernelsFor } from './kernel-path.js';
+import { convGeometry } from './simd-kernels.js';
 import { allocateWithViews, heapAddress, withScratch, type WasmHeapBackend } from './wasm-heap.js';
 
 /**
@@ -70,21 +71,7 @@ function depthwiseConv2dBackpropInput({ inputs, backend, attrs }: DepthwiseBackp
         heapAddress(backend, filter),
         heapAddress(backend, out),
         scratch,
-        info.batchSize,
-        info.inHeight,
-        info.inWidth,
-        info.inChannels,
-        info.outHeight,
-        info.outWidth,
-        info.outChannels,
-        info.filterHeight,
-        info.filterWidth,
-        info.strideHeight,
-        info.strideWidth,
-        info.dilationHeight,
-        info.dilationWidth,
-        info.padInfo.top,
-        info.padInfo.left,
+        ...convGeometry(info),
       ),
     );
     return out;

@@ -1,3 +1,4 @@
+import type { backend_util } from '@tensorflow/tfjs';
 import { compileKernelModule, WasmKernelUnavailableError } from '#libs/wasm-simd';
 import type { WasmHeapBackend } from './wasm-heap.js';
 
@@ -6,6 +7,31 @@ import type { WasmHeapBackend } from './wasm-heap.js';
  * sizes, in the order its `.wat` declares them.
  */
 export type SimdKernel = (...args: number[]) => void;
+
+/**
+ * A convolution's geometry in the order the convolution kernels' `.wat` declare it after their
+ * three addresses: batch, input height, width and channels, output height, width and channels,
+ * filter height and width, strides, dilations (unless `withDilation` is false, for kernels
+ * without them), and the top and left padding.
+ */
+export function convGeometry(info: backend_util.Conv2DInfo, withDilation = true): number[] {
+  return [
+    info.batchSize,
+    info.inHeight,
+    info.inWidth,
+    info.inChannels,
+    info.outHeight,
+    info.outWidth,
+    info.outChannels,
+    info.filterHeight,
+    info.filterWidth,
+    info.strideHeight,
+    info.strideWidth,
+    ...(withDilation ? [info.dilationHeight, info.dilationWidth] : []),
+    info.padInfo.top,
+    info.padInfo.left,
+  ];
+}
 
 /** Each kernel's module (assembled from the `.wat` beside this file) and the function it exports. */
 const MODULES = {
