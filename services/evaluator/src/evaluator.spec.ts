@@ -311,7 +311,8 @@ describe('evaluator', () => {
       expect(summary).toMatchObject({ jobId, stopReason: 'manual', bestValue: 1, bestVersion: 3, steps: 3, epochs: 1 });
       // No master answered: samples are estimated from the steps.
       expect(summary.samples).toBe(3 * 8);
-      expect(existsSync(join(spec.output, 'best'))).toBe(false);
+      // The best checkpoint goes once the event is out (a crash in between leaves it, harmlessly).
+      await waitFor(() => !existsSync(join(spec.output, 'best')), 'the best checkpoint removed after the export');
     } finally {
       await second.stop();
     }
