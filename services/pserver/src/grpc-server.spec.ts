@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +13,9 @@ import {
   type ParamInfo,
   type TensorLike,
 } from '#libs/pserver-client';
-import { SHARD_VERSION_METADATA_KEY } from '#libs/pserver-protocol';
+import { loadSimdKernelBackend } from '#libs/optimizer';
+import { ParameterServerClient, SHARD_VERSION_METADATA_KEY, type PullChunk } from '#libs/pserver-protocol';
+import { KernelHeap } from '#libs/wasm-simd';
 import { startShards, type RunningShard } from '../test/in-process-shards.js';
 
 const LR = 0.5;
@@ -162,6 +165,44 @@ describe('pserver over gRPC', () => {
     const expected = Float32Array.from(init[0].data as Float32Array);
     for (let i = 0; i < expected.length; i++) expected[i] -= LR * g[i];
     expect(sameBytes(after.tensors[0].data, expected)).toBe(true);
+  });
+
+  it('pserver grpc - a pull held up by its client keeps its version while steps go on, then gives the heap its memory back', async () => {
+    await stopAll();
+    // A heap of this test's own, so that its allocations can be counted.
+    const kernels = loadSimdKernelBackend(new KernelHeap());
+    shards = await startShards(1, { dataDir: dir, kernels });
+    addresses = shards.map((s) => s.address);
+    const elements = 1024 * 1024;
+    const params: ParamInfo[] = [{ name: 'big', shape: [1024, 1024] }];
+    const spec = JSON.stringify({ optimizer: { type: 'sgd', learningRate: 0.5 }, training: { mode: 'async' } });
+    await trainer('t', params).initialize(spec, () => filled(params, () => 1));
+    const job = await shards[0].shard.job('job-1');
+    const ones = new Map([['big', new Float32Array(elements).fill(1)]]);
+    // Version 1: the values now live in the kernel heap, every element 0.5.
+    job.push('t', 0, 1, ones);
+    const settled = kernels.heap.allocationCount;
+
+    // HTTP/2's default 64 KiB window and a client that reads nothing yet: most of the pull's
+    // four parts wait in the server, not serialized, while three steps replace the values.
+    const raw = new ParameterServerClient(addresses[0], credentials.createInsecure());
+    clients.push(raw);
+    const call = raw.pullParams({ jobId: 'job-1', trainerId: 'r', minVersion: 1, waitMs: 1_000 });
+    await once(call, 'readable');
+    for (let i = 0; i < 3; i++) job.push('t', 0, 1, ones);
+    expect(job.version).toBe(4);
+
+    const pulled = new Float32Array(elements);
+    const bytes = new Uint8Array(pulled.buffer);
+    let version = -1;
+    for await (const chunk of call as AsyncIterable<PullChunk>) {
+      version = chunk.version;
+      bytes.set(chunk.tensor!.data, chunk.tensor!.offset);
+    }
+    expect(version).toBe(1);
+    expect(pulled.every((v) => v === 0.5)).toBe(true);
+    // Once the pull's messages are serialized, only the current values are held again.
+    await waitUntil(async () => kernels.heap.allocationCount === settled);
   });
 
   it('pserver grpc - a shard that owns no parameter still steps in lockstep', async () => {
