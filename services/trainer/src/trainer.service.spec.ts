@@ -1,6 +1,8 @@
 import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Kvm } from '@nats-io/kv';
+import type { BackendChoice } from '#libs/learner';
 import { connectNats, decodeJsonObject, KV_BUCKETS, type NatsConnection } from '#libs/messaging';
 import { ConnectionsModule } from '#libs/service-runtime';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
@@ -37,13 +39,14 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
     await servers?.stop();
   });
 
-  it('trainer service - announces its backend in its member entry and removes it on shutdown', async () => {
+  /** The trainer's Nest wiring against the test servers, with id `id` on `backend`, initialised. */
+  async function startTrainerModule(id: string, backend: BackendChoice): Promise<INestApplicationContext> {
     const config = {
       natsUrl: servers.nats.url,
       redisUrl: servers.redis.url,
-      id: 'trainer-wiring',
+      id,
       logLevel: 'error' as const,
-      backend: 'cpu',
+      backend,
       idleTaskWaitMs: 1_000,
       progressLogIntervalMs: 10_000,
       pserverOutageBudgetMs: 60_000,
@@ -55,6 +58,11 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       { logger: false },
     );
     await app.init();
+    return app;
+  }
+
+  it('trainer service - announces its backend in its member entry and removes it on shutdown', async () => {
+    const app = await startTrainerModule('trainer-wiring', 'cpu');
     const members = await new Kvm(nc).open(KV_BUCKETS.members);
     const entry = await members.get('trainer.trainer-wiring');
     expect(entry && decodeJsonObject('member', entry.value)).toMatchObject({
@@ -70,23 +78,7 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
   });
 
   it('trainer service - on wasm its member entry names the kernel path next to the backend', async () => {
-    const config = {
-      natsUrl: servers.nats.url,
-      redisUrl: servers.redis.url,
-      id: 'trainer-wasm',
-      logLevel: 'error' as const,
-      backend: 'wasm',
-      idleTaskWaitMs: 1_000,
-      progressLogIntervalMs: 10_000,
-      pserverOutageBudgetMs: 60_000,
-      quorumHeartbeatMs: 2_000,
-      kernels: 'auto',
-    } satisfies TrainerConfig & Record<string, unknown>;
-    const app = await NestFactory.createApplicationContext(
-      { module: class Root {}, imports: [ConnectionsModule.forRoot(config, 'trainer'), TrainerModule.forRoot(config)] },
-      { logger: false },
-    );
-    await app.init();
+    const app = await startTrainerModule('trainer-wasm', 'wasm');
     try {
       const members = await new Kvm(nc).open(KV_BUCKETS.members);
       const entry = await members.get('trainer.trainer-wasm');

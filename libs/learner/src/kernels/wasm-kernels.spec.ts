@@ -106,6 +106,41 @@ const convCase = (maxInChannels: number, maxOutChannels: number): fc.Arbitrary<C
     })
     .filter((c) => c.pad === 'same' || (c.filterHeight <= c.height && c.filterWidth <= c.width));
 
+/**
+ * The two depthwise conv2d gradient kernels on seeded random x, filter and dy, as functions to
+ * run on each backend and kernel path.
+ */
+function depthwiseGradients(
+  seed: number,
+  xShape: Shape4,
+  filterShape: Shape4,
+  outShape: readonly number[],
+  attrs: { strides: number | [number, number]; dilations: number | [number, number]; pad: 'same' | 'valid' },
+): { filterGrad: () => tf.Tensor; inputGrad: () => tf.Tensor } {
+  const dyShape = outShape as Shape4;
+  const x = randomValues(seed, size(xShape));
+  const w = randomValues(seed ^ 0x1234567, size(filterShape));
+  const dy = randomValues(seed ^ 0x5bd1e995, size(dyShape));
+  return {
+    filterGrad: () =>
+      tf
+        .engine()
+        .runKernel(
+          'DepthwiseConv2dNativeBackpropFilter',
+          { x: tf.tensor4d(x, xShape), dy: tf.tensor4d(dy, dyShape) },
+          { ...attrs, filterShape },
+        ) as tf.Tensor,
+    inputGrad: () =>
+      tf
+        .engine()
+        .runKernel(
+          'DepthwiseConv2dNativeBackpropInput',
+          { dy: tf.tensor4d(dy, dyShape), filter: tf.tensor4d(w, filterShape) },
+          { ...attrs, inputShape: xShape },
+        ) as tf.Tensor,
+  };
+}
+
 describe('wasm kernels', () => {
   beforeAll(async () => {
     await prepareWasmBackend();
@@ -190,26 +225,11 @@ describe('wasm kernels', () => {
         const xShape: Shape4 = [c.batch, c.height, c.width, c.inChannels];
         const filterShape: Shape4 = [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
         const info = tf.backend_util.computeConv2DInfo(xShape, filterShape, c.strides, 1, c.pad, undefined, true);
-        const x = randomValues(c.seed, size(xShape));
-        const w = randomValues(c.seed ^ 0x1234567, size(filterShape));
-        const dy = randomValues(c.seed ^ 0x5bd1e995, size(info.outShape));
-        const attrs = { strides: c.strides, dilations: 1, pad: c.pad };
-        const filterGrad = (): tf.Tensor =>
-          tf
-            .engine()
-            .runKernel(
-              'DepthwiseConv2dNativeBackpropFilter',
-              { x: tf.tensor4d(x, xShape), dy: tf.tensor4d(dy, info.outShape) },
-              { ...attrs, filterShape },
-            ) as tf.Tensor;
-        const inputGrad = (): tf.Tensor =>
-          tf
-            .engine()
-            .runKernel(
-              'DepthwiseConv2dNativeBackpropInput',
-              { dy: tf.tensor4d(dy, info.outShape), filter: tf.tensor4d(w, filterShape) },
-              { ...attrs, inputShape: xShape },
-            ) as tf.Tensor;
+        const { filterGrad, inputGrad } = depthwiseGradients(c.seed, xShape, filterShape, info.outShape, {
+          strides: c.strides,
+          dilations: 1,
+          pad: c.pad,
+        });
         await expectEveryPathAgrees(filterGrad);
         await expectEveryPathAgrees(inputGrad);
       }),
@@ -228,26 +248,11 @@ describe('wasm kernels', () => {
           const xShape: Shape4 = [c.batch, c.height, c.width, c.inChannels];
           const filterShape: Shape4 = [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
           const info = tf.backend_util.computeConv2DInfo(xShape, filterShape, 1, dilations, 'same', undefined, true);
-          const x = randomValues(c.seed, size(xShape));
-          const w = randomValues(c.seed ^ 0x1234567, size(filterShape));
-          const dy = randomValues(c.seed ^ 0x5bd1e995, size(info.outShape));
-          const attrs = { strides: 1, dilations, pad: 'same' };
-          const filterGrad = (): tf.Tensor =>
-            tf
-              .engine()
-              .runKernel(
-                'DepthwiseConv2dNativeBackpropFilter',
-                { x: tf.tensor4d(x, xShape), dy: tf.tensor4d(dy, info.outShape) },
-                { ...attrs, filterShape },
-              ) as tf.Tensor;
-          const inputGrad = (): tf.Tensor =>
-            tf
-              .engine()
-              .runKernel(
-                'DepthwiseConv2dNativeBackpropInput',
-                { dy: tf.tensor4d(dy, info.outShape), filter: tf.tensor4d(w, filterShape) },
-                { ...attrs, inputShape: xShape },
-              ) as tf.Tensor;
+          const { filterGrad, inputGrad } = depthwiseGradients(c.seed, xShape, filterShape, info.outShape, {
+            strides: 1,
+            dilations,
+            pad: 'same',
+          });
           expectClose(await onWasm('wasm-simd', filterGrad), await onWasm('js', filterGrad));
           expectClose(await onWasm('wasm-simd', inputGrad), await onWasm('js', inputGrad));
         },
