@@ -12,6 +12,11 @@ export const CLIENT_CHANNEL_OPTIONS: ChannelOptions = {
   'grpc-node.flow_control_window': FLOW_CONTROL_WINDOW_BYTES,
   'grpc.initial_reconnect_backoff_ms': 200,
   'grpc.max_reconnect_backoff_ms': 2_000,
+  // Each client opens connections of its own. grpc-js otherwise shares one HTTP/2 connection
+  // among every client of the process with the same target and options, and with several
+  // multi-megabyte pushes and a pull in flight on one connection, the pushes stalled until their
+  // deadline; clients of different jobs would also queue behind each other's tensors.
+  'grpc.use_local_subchannel_pool': 1,
 };
 
 /** Options of the parameter server's gRPC server. */

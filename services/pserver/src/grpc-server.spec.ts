@@ -167,6 +167,34 @@ describe('pserver over gRPC', () => {
     expect(sameBytes(after.tensors[0].data, expected)).toBe(true);
   });
 
+  it('pserver grpc - concurrent 8 MiB pushes from three trainers of one process and a pull beside them all complete', async () => {
+    await stopAll();
+    shards = await startShards(2, { dataDir: dir, kernels: loadSimdKernelBackend(new KernelHeap()) });
+    addresses = shards.map((s) => s.address);
+    const params: ParamInfo[] = [
+      { name: 'big', shape: [2048, 1024] },
+      { name: 'small', shape: [5] },
+    ];
+    const spec = JSON.stringify({ optimizer: { type: 'sgd', learningRate: 0.5 }, training: { mode: 'async' } });
+    const [first, ...others] = ['a', 'b', 'c', 'reader'].map((id) => trainer(id, params));
+    await first!.initialize(spec, () => filled(params, () => 1));
+    const pushers = [first!, ...others.slice(0, 2)];
+    for (const t of pushers) await t.join();
+    const rounds = 2;
+    await Promise.all([
+      ...pushers.map(async (t) => {
+        for (let i = 0; i < rounds; i++) await t.pushGradients([0, 0], 8, filled(params, () => 0.25));
+      }),
+      (async () => {
+        for (let i = 0; i < rounds; i++) await others[2]!.pullParams(0);
+      })(),
+    ]);
+    // Six asynchronous steps of 0.5 x 0.25 each, every push taken.
+    const after = await others[2]!.pullParams(6);
+    expect(after.versions).toEqual([6, 6]);
+    expect(after.tensors[0]!.data.every((v) => v === 1 - 6 * 0.125)).toBe(true);
+  });
+
   it('pserver grpc - a pull held up by its client keeps its version while steps go on, then gives the heap its memory back', async () => {
     await stopAll();
     // A heap of this test's own, so that its allocations can be counted.

@@ -25,10 +25,8 @@ export interface PserverConfig {
   /** Redis key prefix of the lease (`PSERVER_KEY_PREFIX`), so several clusters can share one Redis. */
   keyPrefix: string;
   /**
-   * Which optimizer kernels run (`TRIBUTARY_KERNELS`): plain JavaScript by default, WebAssembly
-   * SIMD128 where it loads with `auto` or `wasm-simd`. The default stays plain JavaScript until
-   * a shard serving tensors over 4 MiB with SIMD128 kernels no longer stalls pushes under
-   * concurrent push-pulls, which a test shows today.
+   * Which optimizer kernels run (`TRIBUTARY_KERNELS`): WebAssembly SIMD128 where it loads
+   * (`auto`, the default), always (`wasm-simd`, failing when it cannot), or plain JavaScript (`js`).
    */
   kernels: KernelChoice;
 }
@@ -43,7 +41,7 @@ export const PSERVER_CONFIG: EnvSpec<PserverConfig> = {
   memberTtlMs: ['PSERVER_MEMBER_TTL_MS', env.int({ default: QUORUM_MEMBER_LAPSE_MS, min: 100, max: 3_600_000 })],
   leaseTtlMs: ['PSERVER_LEASE_TTL_MS', env.int({ default: SHARD_LEASE_TTL_MS, min: 500, max: 600_000 })],
   keyPrefix: ['PSERVER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
-  kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'js' })],
+  kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],
 };
 
 /** The parameter server's full settings: common, its own, and its id. */
