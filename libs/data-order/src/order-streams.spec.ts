@@ -1,8 +1,10 @@
 import fc from 'fast-check';
+import { MissingSeedError } from './errors.js';
 import { MAX_PICKED_SEED, pickJobSeed } from './job-seed.js';
 import { epochTaskOrder, streamSeed, taskRecordRandom } from './order-streams.js';
 import { permutation } from './permutation.js';
 import { SeededRandom } from './seeded-random.js';
+import { shuffleSettings } from './shuffle-settings.js';
 
 const sorted = (xs: readonly number[]) => [...xs].sort((a, b) => a - b);
 const ids = (n: number) => Array.from({ length: n }, (_, i) => i);
@@ -82,5 +84,19 @@ describe('data order', () => {
       expect(Number.isInteger(seed) && seed >= 0 && seed <= MAX_PICKED_SEED).toBe(true);
     }
     expect(new Set(seeds).size).toBeGreaterThan(190);
+  });
+});
+
+describe('shuffle settings', () => {
+  it('shuffle settings - off, or on with the seed and buffer size of the spec', () => {
+    expect(shuffleSettings('j', { shuffle: false, seed: 3 })).toBeUndefined();
+    expect(shuffleSettings('j', { seed: 3 })).toBeUndefined();
+    expect(shuffleSettings('j', { shuffle: true, seed: 3 })).toEqual({ seed: 3 });
+    expect(shuffleSettings('j', { shuffle: true, seed: 0, shuffleBuffer: 9 })).toEqual({ seed: 0, bufferRecords: 9 });
+  });
+
+  it('shuffle settings - shuffling without a seed is refused, naming the job', () => {
+    expect(() => shuffleSettings('job-7', { shuffle: true })).toThrow(MissingSeedError);
+    expect(() => shuffleSettings('job-7', { shuffle: true })).toThrow(/job job-7: training.shuffle is on/);
   });
 });
