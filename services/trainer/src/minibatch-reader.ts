@@ -28,10 +28,13 @@ export interface MinibatchReaderOptions {
   shuffle?: ShuffleSettings;
 }
 
-/** One example of a decoded chunk. */
-interface ExampleRef {
-  batch: Batch;
-  index: number;
+/**
+ * One decoded example, copied out of its chunk: a shuffle buffer holding examples from many
+ * chunks keeps only them alive, not the chunks they came from.
+ */
+interface Example {
+  features: Float32Array;
+  label: number;
 }
 
 /** Examples `[start, end)` of a batch, sharing its memory. */
@@ -54,16 +57,15 @@ export function concatBatches(a: Batch, b: Batch): Batch {
   return { features, labels, size: a.size + b.size };
 }
 
-/** The examples `refs` name, in that order, copied into new arrays. */
-function gatherExamples(refs: readonly ExampleRef[], perExample: number): Batch {
-  const features = new Float32Array(refs.length * perExample);
-  const labels =
-    refs[0]?.batch.labels instanceof Float32Array ? new Float32Array(refs.length) : new Int32Array(refs.length);
-  refs.forEach(({ batch, index }, k) => {
-    features.set(batch.features.subarray(index * perExample, (index + 1) * perExample), k * perExample);
-    labels[k] = batch.labels[index]!;
+/** `examples` as one batch, in that order, in new arrays. */
+function batchOf(examples: readonly Example[], perExample: number, labelDtype: RecordLayout['labelDtype']): Batch {
+  const features = new Float32Array(examples.length * perExample);
+  const labels = labelDtype === 'float32' ? new Float32Array(examples.length) : new Int32Array(examples.length);
+  examples.forEach((example, k) => {
+    features.set(example.features, k * perExample);
+    labels[k] = example.label;
   });
-  return { features, labels, size: refs.length };
+  return { features, labels, size: examples.length };
 }
 
 /**
@@ -71,7 +73,8 @@ function gatherExamples(refs: readonly ExampleRef[], perExample: number): Batch 
  * the last one may be smaller. Without `shuffle` the examples keep file order. With it they pass
  * through a {@link ShuffleBuffer} of `shuffle.bufferRecords` records, or, when that is absent, of
  * as many records as the task's largest chunk holds (the counts the master's index put in the
- * task message): the order is drawn from the job seed, the epoch and the task id, so every
+ * task message); the buffer holds copies of its decoded examples, so memory is the buffer plus
+ * the chunk being read. The order is drawn from the job seed, the epoch and the task id, so every
  * trainer that reads the task in that epoch gets the same minibatches. Chunks are read one at a
  * time and decoded whole, so a bad chunk is named by its file and offset (`TaskDataError`, or
  * the RecordIO error itself).
@@ -121,17 +124,19 @@ export class MinibatchReader {
   private async *shuffled(task: TaskData, shuffle: ShuffleSettings): AsyncGenerator<Batch> {
     const { batchSize } = this.options;
     const capacity = shuffle.bufferRecords ?? task.chunks.reduce((most, c) => Math.max(most, c.numRecords), 1);
-    const buffer = new ShuffleBuffer<ExampleRef>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
-    let picked: ExampleRef[] = [];
+    const { labelDtype } = this.options.layout;
+    const pe = this.perExample;
+    const buffer = new ShuffleBuffer<Example>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
+    let picked: Example[] = [];
     for (const chunk of task.chunks) {
       const decoded = await this.readDecoded(chunk);
       if (decoded === undefined) continue;
-      for (let index = 0; index < decoded.size; index++) {
-        const out = buffer.push({ batch: decoded, index });
+      for (let i = 0; i < decoded.size; i++) {
+        const out = buffer.push({ features: decoded.features.slice(i * pe, (i + 1) * pe), label: decoded.labels[i]! });
         if (out === undefined) continue;
         picked.push(out);
         if (picked.length === batchSize) {
-          yield gatherExamples(picked, this.perExample);
+          yield batchOf(picked, pe, labelDtype);
           picked = [];
         }
       }
@@ -139,11 +144,11 @@ export class MinibatchReader {
     for (let out = buffer.take(); out !== undefined; out = buffer.take()) {
       picked.push(out);
       if (picked.length === batchSize) {
-        yield gatherExamples(picked, this.perExample);
+        yield batchOf(picked, pe, labelDtype);
         picked = [];
       }
     }
-    if (picked.length > 0) yield gatherExamples(picked, this.perExample);
+    if (picked.length > 0) yield batchOf(picked, pe, labelDtype);
   }
 
   private async readDecoded(chunk: TaskChunk): Promise<Batch | undefined> {
