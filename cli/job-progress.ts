@@ -41,7 +41,10 @@ export class JobProgress {
   onEvent(event: JobEvent): string | undefined {
     switch (event.type) {
       case 'started':
-        return `job ${event.jobId} started: ${event.tasksPerEpoch} tasks per epoch, ${event.records.toLocaleString('en-US')} records`;
+        return (
+          `job ${event.jobId} started: ${event.tasksPerEpoch} tasks per epoch, ` +
+          `${event.records.toLocaleString('en-US')} records${event.seed !== undefined ? `, seed ${event.seed}` : ''}`
+        );
       case 'epoch':
         this.epoch = event.epoch;
         return `epoch ${event.epoch} begins (previous: ${event.done} tasks done, ${event.discarded} discarded)`;

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
+import { SeededRandom } from '#libs/data-order';
 import { encodeExample } from '#libs/dataset';
 import { decodeBatch, loadLayersModelFromDir } from '#libs/learner';
 import { Compressor, expandPatterns, scanRecords, writeRecordFile } from '#libs/recordio';
@@ -19,16 +20,10 @@ export const TINY_LAYOUT = {
   numClasses: TINY_CLASSES,
 } as const;
 
-/** A deterministic pseudo-random generator (mulberry32). */
+/** A deterministic pseudo-random generator of numbers in [0, 1): the project's mulberry32. */
 export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const random = new SeededRandom(seed);
+  return () => random.next();
 }
 
 /** `count` examples; `labelShift` moves every label to another class (a set no model can score well on). */

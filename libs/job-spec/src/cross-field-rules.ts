@@ -17,6 +17,7 @@ const RULES: readonly CrossFieldRule[] = [
   trainersMaxAtLeastMin,
   accuracyNeedsClasses,
   stopTargetInMetricRange,
+  shuffleBufferNeedsShuffle,
 ];
 
 /** Every cross-field violation of a (possibly invalid) spec. */
@@ -120,4 +121,10 @@ function stopTargetInMetricRange(spec: Record<string, unknown>): JobSpecViolatio
     return [{ field: 'stop.target', reason: `must be >= 0 for metric loss (got ${target})` }];
   }
   return [];
+}
+
+function shuffleBufferNeedsShuffle(spec: Record<string, unknown>): JobSpecViolation[] {
+  const training = at(spec, 'training');
+  if (at(training, 'shuffle') !== false || !isRecord(training) || !Object.hasOwn(training, 'shuffleBuffer')) return [];
+  return [{ field: 'training.shuffleBuffer', reason: 'applies only when training.shuffle is true' }];
 }

@@ -53,6 +53,8 @@ const FIELD_NAMES = [
   'max',
   'everySteps',
   'seed',
+  'shuffle',
+  'shuffleBuffer',
   '__proto__',
   'constructor',
   '$schema',

@@ -122,8 +122,15 @@ export interface TrainingSpec {
   /** Recomputations of a minibatch whose gradient was refused as stale, before the task fails. */
   maxGradientRetries: number;
   taskTimeout: TaskTimeoutSpec;
-  /** Seed for weight initialisation; absent for fresh random weights. */
+  /**
+   * Seed of initial weights, task order and record order. Absent in a spec as submitted without
+   * one; the master picks one at submission, so every spec it stores and hands out has it.
+   */
   seed?: number;
+  /** Tasks in a fresh seeded order each epoch and records through a seeded shuffle buffer; false: file order. */
+  shuffle: boolean;
+  /** Records in a task's shuffle buffer; absent for as many as the task's largest chunk holds. */
+  shuffleBuffer?: number;
 }
 
 /** How many trainers the job waits for and uses at most. */

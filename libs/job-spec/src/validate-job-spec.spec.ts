@@ -95,6 +95,7 @@ describe('job spec validation', () => {
         maxTaskFailures: 3,
         maxGradientRetries: 5,
         taskTimeout: { floorMs: 30000, multiplier: 3 },
+        shuffle: true,
       },
       trainers: { min: 1, max: 64 },
       pservers: { count: 1 },
@@ -115,6 +116,34 @@ describe('job spec validation', () => {
     );
     expect(cnn.model).toEqual({ preset: 'cnn', filters: [16, 32], kernelSize: 3, denseUnits: 64, activation: 'relu' });
     expect(cnn.optimizer).toEqual({ type: 'momentum', learningRate: 0.01, momentum: 0.9 });
+  });
+
+  it('job spec - data order: shuffle on by default, a buffer size and a seed taken as given', () => {
+    const spec = validateJobSpec(withChange((s) => (s.training = { batchSize: 8, seed: -12, shuffleBuffer: 500 })));
+    expect(spec.training).toMatchObject({ seed: -12, shuffle: true, shuffleBuffer: 500 });
+    const plain = validateJobSpec(withChange((s) => (s.training = { batchSize: 8, shuffle: false })));
+    expect(plain.training.shuffle).toBe(false);
+    expect(plain.training).not.toHaveProperty('shuffleBuffer');
+    expect(plain.training).not.toHaveProperty('seed');
+  });
+
+  it('job spec - data order fields are refused with their path and reason', () => {
+    const training = (fields: Draft) => withChange((s) => Object.assign(s.training, fields));
+    expect(violationsOf(training({ shuffleBuffer: 0 }))).toEqual([
+      { field: 'training.shuffleBuffer', reason: 'must be >= 1 (got 0)' },
+    ]);
+    expect(violationsOf(training({ shuffleBuffer: 2.5 }))).toEqual([
+      { field: 'training.shuffleBuffer', reason: 'must be an integer (got 2.5)' },
+    ]);
+    expect(violationsOf(training({ shuffle: 'yes' }))).toEqual([
+      { field: 'training.shuffle', reason: 'must be a boolean (got "yes")' },
+    ]);
+    expect(violationsOf(training({ seed: 1.5 }))).toEqual([
+      { field: 'training.seed', reason: 'must be an integer (got 1.5)' },
+    ]);
+    expect(violationsOf(training({ shuffle: false, shuffleBuffer: 64 }))).toEqual([
+      { field: 'training.shuffleBuffer', reason: 'applies only when training.shuffle is true' },
+    ]);
   });
 
   it('job spec - the default metric is loss for regression', () => {

@@ -14,7 +14,16 @@ export interface EvaluationMetrics {
 /** Lifecycle events published on `tributary.jobs.<id>.events`. */
 export type JobEvent =
   | { type: 'submitted'; jobId: string; at: string }
-  | { type: 'started'; jobId: string; at: string; epoch: number; tasksPerEpoch: number; records: number }
+  | {
+      type: 'started';
+      jobId: string;
+      at: string;
+      epoch: number;
+      tasksPerEpoch: number;
+      records: number;
+      /** The job's seed (`training.seed`, or the one the master picked); absent for jobs stored before seeds were. */
+      seed?: number;
+    }
   | {
       type: 'epoch';
       jobId: string;
@@ -204,6 +213,8 @@ export interface JobStatusReply {
   stoppedAt?: string;
   epochs: EpochAccounting[];
   samples: number;
+  /** The job's seed (`training.seed`, or the one the master picked at submission). */
+  seed?: number;
   lastMetrics?: EvaluationMetrics;
 }
 

@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { shuffleSettings } from '#libs/data-order';
 import type { JobSpec } from '#libs/job-spec';
 import type {
   EvaluationMetrics,
@@ -14,7 +15,10 @@ import { jobRecord, jobState, jobStatus } from './job-status.js';
 import type { PlannedTask } from './task-plan.js';
 import { TaskQueue, type Dispatch, type TaskQueueOptions, type Transition } from './task-queue.js';
 
-/** The queue limits a job spec sets. */
+/**
+ * The queue limits a job spec sets, and its task order.
+ * @throws MissingSeedError when the spec shuffles but has no seed (the intake always sets one).
+ */
 export function queueOptions(spec: JobSpec, durationWindow: number): TaskQueueOptions {
   const options: TaskQueueOptions = {
     maxTaskFailures: spec.training.maxTaskFailures,
@@ -23,6 +27,8 @@ export function queueOptions(spec: JobSpec, durationWindow: number): TaskQueueOp
   };
   if (spec.stop.maxEpochs !== undefined) options.maxEpochs = spec.stop.maxEpochs;
   if (spec.stop.maxSeconds !== undefined) options.maxSeconds = spec.stop.maxSeconds;
+  const shuffle = shuffleSettings(spec.id, spec.training);
+  if (shuffle !== undefined) options.shuffleSeed = shuffle.seed;
   return options;
 }
 

@@ -9,6 +9,7 @@ import { DurablePull } from './durable-pull.js';
 import { EmptyDatasetError } from './errors.js';
 import { JobChannels } from './job-channels.js';
 import { JobRoster } from './job-roster.js';
+import { withJobSeed } from './job-seed.js';
 import { queueOptions, type JobDriver } from './job-driver.js';
 import type { LeaderDuty } from './leader-duty.js';
 import type { StoredJob } from './job-store.js';
@@ -21,8 +22,9 @@ import { TaskQueue } from './task-queue.js';
 export const INVALID_JOB_ID = 'invalid';
 
 /**
- * Takes job specs from the jobs stream (durable `master`): validates, indexes the training
- * files, cuts them into tasks, persists the job, then announces it (jobs bucket entry, trainers'
+ * Takes job specs from the jobs stream (durable `master`): validates, picks a seed for a spec
+ * that gave none, indexes the training files, cuts them into tasks, persists the job (its spec
+ * with the seed), then announces it (jobs bucket entry, trainers'
  * consumer, `started` event) and acks. A refused spec gets a `failed` event naming the field and
  * changes nothing. A spec redelivered after a crash or a lost Redis reply (same stream sequence
  * as the stored job) is recognised: the stored job is run, if no driver has it, and announced
@@ -67,8 +69,8 @@ export class JobIntake implements LeaderDuty {
     }
   }
 
-  private async take(spec: JobSpec, msg: JsMsg): Promise<void> {
-    const jobId = spec.id;
+  private async take(submitted: JobSpec, msg: JsMsg): Promise<void> {
+    const jobId = submitted.id;
     const existing = await this.channels.store.submission(jobId);
     if (existing !== undefined && existing.submitSeq === msg.seq) {
       // Taken before: a crash cut the announcement short (or the ack), or Redis applied the
@@ -86,6 +88,7 @@ export class JobIntake implements LeaderDuty {
       return;
     }
     this.channels.publishEvent({ type: 'submitted', jobId });
+    const spec = withJobSeed(submitted);
     let index: MultiFileIndex;
     try {
       index = await this.index(spec);
@@ -103,7 +106,9 @@ export class JobIntake implements LeaderDuty {
     if (existing !== undefined) await this.channels.purgeTasks(jobId);
     const driver = await this.roster.add(job);
     this.logger.log(
-      `job ${jobId}: ${index.totalRecords} records in ${index.totalChunks} chunks of ${index.files.length} files, ${plan.length} tasks`,
+      `job ${jobId}: ${index.totalRecords} records in ${index.totalChunks} chunks of ${index.files.length} files, ` +
+        `${plan.length} tasks; seed ${spec.training.seed}${submitted.training.seed === undefined ? ' (picked)' : ''}, ` +
+        `data ${spec.training.shuffle ? 'shuffled' : 'in file order'}`,
     );
     await this.announce(driver);
   }
@@ -124,6 +129,7 @@ export class JobIntake implements LeaderDuty {
       epoch: status.epoch,
       tasksPerEpoch: status.tasks.total,
       records: driver.plan.reduce((sum, t) => sum + t.records, 0),
+      ...(status.seed !== undefined ? { seed: status.seed } : {}),
     });
   }
 

@@ -31,6 +31,7 @@ export function jobStatus(view: JobView): JobStatusReply {
     epochs: q.accounting(),
     samples: q.samples,
   };
+  if (view.spec.training.seed !== undefined) reply.seed = view.spec.training.seed;
   if (q.reason !== undefined) reply.reason = q.reason;
   if (q.detail !== undefined) reply.detail = q.detail;
   if (q.stoppedAt !== undefined) reply.stoppedAt = new Date(q.stoppedAt).toISOString();

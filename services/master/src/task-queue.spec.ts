@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { epochTaskOrder } from '#libs/data-order';
 import { TaskQueue, type QueueChange, type TaskQueueOptions, type TaskState } from './task-queue.js';
 
 /** Deep equality of plain data, whichever realm built the objects. */
@@ -216,6 +217,59 @@ describe('task queue', () => {
     expect(restored.task(0)?.deadline).toBe(clock.now() + 1000);
   });
 
+  test('task queue - without shuffleSeed every epoch hands its tasks out by id', () => {
+    const { queue } = setup(6);
+    for (let epoch = 0; epoch < 3; epoch++) {
+      const out = claimAll(queue);
+      expect(out.map((d) => d.taskId)).toEqual([0, 1, 2, 3, 4, 5]);
+      for (const d of out) queue.report({ ...d, trainerId: 't1', outcome: 'done', samples: 1 });
+      expect(queue.epoch).toBe(epoch + 1);
+    }
+  });
+
+  test('task queue - with shuffleSeed each epoch hands out every task once, in its own seeded order', () => {
+    const { queue } = setup(12, { shuffleSeed: 99 });
+    const orders: number[][] = [];
+    for (let epoch = 0; epoch < 4; epoch++) {
+      const order: number[] = [];
+      // A small window, as the driver keeps, so the order is the hand-out order over time.
+      while (queue.epoch === epoch) {
+        const [d] = queue.dispatch(1).result;
+        order.push(d!.taskId);
+        queue.claim({ ...d!, trainerId: 't1' });
+        queue.report({ ...d!, trainerId: 't1', outcome: 'done', samples: 1 });
+      }
+      expect([...order].sort((a, b) => a - b)).toEqual(Array.from({ length: 12 }, (_, i) => i));
+      expect(order).toEqual(epochTaskOrder(12, 99, epoch));
+      orders.push(order);
+    }
+    expect(new Set(orders.map((o) => o.join(','))).size).toBe(4);
+    const again = setup(12, { shuffleSeed: 99 }).queue;
+    expect(again.dispatch(12).result.map((d) => d.taskId)).toEqual(orders[0]);
+  });
+
+  test('task queue - a task back in todo goes out again before the tasks after it in the order', () => {
+    const { queue } = setup(8, { shuffleSeed: 5 });
+    const order = queue.dispatchOrder();
+    const [first, second] = queue.dispatch(2).result;
+    expect([first!.taskId, second!.taskId]).toEqual(order.slice(0, 2));
+    queue.claim({ ...first!, trainerId: 't1' });
+    queue.report({ ...first!, trainerId: 't1', outcome: 'failed', error: 'boom' });
+    expect(queue.dispatch(2).result.map((d) => d.taskId)).toEqual([order[0], order[2]]);
+  });
+
+  test('task queue - a queue restored mid-epoch (master failover) goes on in the same order', () => {
+    const { queue, clock } = setup(10, { shuffleSeed: 1234 });
+    const epoch0 = queue.dispatchOrder();
+    const head = queue.dispatch(3).result;
+    for (const d of head) {
+      queue.claim({ ...d, trainerId: 't1' });
+      queue.report({ ...d, trainerId: 't1', outcome: 'done', samples: 1 });
+    }
+    const restored = TaskQueue.restore(queue.snapshot(), { ...OPTIONS, shuffleSeed: 1234 }, clock.now);
+    expect(restored.dispatch(10).result.map((d) => d.taskId)).toEqual(epoch0.slice(3));
+  });
+
   test('task queue - random sequences of events keep the accounting invariants', () => {
     type Op =
       | { k: 'dispatch'; n: number }
@@ -260,9 +314,10 @@ describe('task queue', () => {
       fc.property(
         fc.integer({ min: 1, max: 6 }),
         fc.integer({ min: 0, max: 3 }),
+        fc.option(fc.integer(), { nil: undefined }),
         fc.array(op, { minLength: 20, maxLength: 150, size: 'max' }),
-        (n, maxFailures, ops) => {
-          const { queue, clock } = setup(n, { maxTaskFailures: maxFailures });
+        (n, maxFailures, shuffleSeed, ops) => {
+          const { queue, clock } = setup(n, { maxTaskFailures: maxFailures, shuffleSeed });
           const replica = new Replica(queue.snapshot().tasks);
           const issued: { taskId: number; epoch: number; dispatchId: string; trainerId?: string }[] = [];
           const apply = (change: QueueChange | null) => {

@@ -8,6 +8,7 @@ import type {
   TaskReport,
   TaskReportReply,
 } from '#libs/messaging';
+import { epochTaskOrder } from '#libs/data-order';
 import { epochBudgetSpent, timeBudgetSpent, type JobBudget } from './job-budget.js';
 import { recordDuration, taskTimeoutMs, type TaskTimeoutPolicy } from './task-timeout.js';
 
@@ -107,6 +108,11 @@ export interface TaskQueueOptions extends JobBudget {
   maxTrainers?: number;
   /** Epoch accounts kept; default {@link KEPT_EPOCHS}. */
   keptEpochs?: number;
+  /**
+   * Present: each epoch hands its tasks out in its own seeded order, `epochTaskOrder(tasks,
+   * shuffleSeed, epoch)`. Absent: by task id, which is file and chunk order.
+   */
+  shuffleSeed?: number;
 }
 
 /** Milliseconds since the Unix epoch; injected so tests control time. */
@@ -145,6 +151,8 @@ function settled(task: TaskState, status: TaskStatus, extra: Partial<TaskState> 
 export class TaskQueue {
   private s: QueueSnapshot;
   private readonly keptEpochs: number;
+  /** The current epoch's hand-out order, computed when first needed in the epoch. */
+  private order: { epoch: number; taskIds: readonly number[] } | undefined;
 
   private constructor(
     snapshot: QueueSnapshot,
@@ -270,15 +278,38 @@ export class TaskQueue {
     });
   }
 
-  /** Hands out up to `limit` todo tasks, lowest id first: each becomes pending with a fresh dispatch id. */
+  /**
+   * The order in which the current epoch hands out its tasks: task ids by the epoch's seeded
+   * permutation with `shuffleSeed`, else ascending. It depends only on the seed and the epoch,
+   * so a master that restores the queue after a failover goes on in the same order.
+   */
+  dispatchOrder(): readonly number[] {
+    if (this.order?.epoch !== this.s.epoch) {
+      const count = this.s.tasks.length;
+      const { shuffleSeed } = this.options;
+      const taskIds =
+        shuffleSeed === undefined
+          ? Array.from({ length: count }, (_, i) => i)
+          : epochTaskOrder(count, shuffleSeed, this.s.epoch);
+      this.order = { epoch: this.s.epoch, taskIds };
+    }
+    return this.order.taskIds;
+  }
+
+  /**
+   * Hands out up to `limit` todo tasks, the earliest in {@link dispatchOrder} first (so a task
+   * that went back to todo is handed out again before the ones after it): each becomes pending
+   * with a fresh dispatch id.
+   */
   dispatch(limit: number): Transition<Dispatch[]> {
     if (this.s.state !== 'running' || limit < 1) return { result: [], change: null, events: [] };
     const now = this.clock();
     const deadline = now + this.timeoutMs();
     const dispatched: Dispatch[] = [];
     const tasks: TaskState[] = [];
-    for (const t of this.s.tasks) {
+    for (const taskId of this.dispatchOrder()) {
       if (dispatched.length >= limit) break;
+      const t = this.s.tasks[taskId]!;
       if (t.status !== 'todo') continue;
       this.s.dispatchSeq += 1;
       const dispatchId = `${this.s.runId}.${this.s.dispatchSeq}`;

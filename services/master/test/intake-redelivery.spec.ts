@@ -21,6 +21,7 @@ import { JobChannels } from '../src/job-channels.js';
 import { JobRoster } from '../src/job-roster.js';
 import { JobIntake } from '../src/job-intake.js';
 import { queueOptions } from '../src/job-driver.js';
+import { withJobSeed } from '../src/job-seed.js';
 import { JobStore } from '../src/job-store.js';
 import type { Leadership } from '../src/leadership.js';
 import type { MasterConfig } from '../src/master-config.js';
@@ -72,7 +73,7 @@ describe('intake redelivery', () => {
     const raw = jobSpec('lost-reply', data);
     const ack = await jetstream(nc).publish(SUBJECTS.submit, encodeJson(raw));
     // Redis applied the creation from that message, but the master never heard back.
-    const spec = validateJobSpec(raw);
+    const spec = withJobSeed(validateJobSpec(raw));
     const plan = planTasks((await indexFiles(spec.dataset.train)).chunks, spec.training.chunksPerTask);
     const queue = TaskQueue.create(
       { jobId: spec.id, runId: 'r1', taskCount: plan.length, startedAt: Date.now() },

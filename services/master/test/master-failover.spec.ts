@@ -11,6 +11,7 @@ import {
   type JobStatusReply,
   type MemberStatus,
 } from '#libs/messaging';
+import { epochTaskOrder } from '#libs/data-order';
 import { LocalCluster } from '#libs/local-cluster';
 import { runCli } from '../../../test/support/cli-run.js';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
@@ -31,6 +32,8 @@ describe('master failover', () => {
   let log: EventLog;
   let trainer: FakeTrainer;
   let data: string;
+  /** The seed the leader picked for JOB (its spec gives none). */
+  let seed: number | undefined;
   const masters = new Map<string, RunningService>();
 
   function startMaster(id: string): RunningService {
@@ -95,7 +98,8 @@ describe('master failover', () => {
       SUBJECTS.submit,
       encodeJson(jobSpec(JOB, data, { stop: { maxEpochs: 3 }, training: { taskTimeout: { floorMs: 30_000 } } })),
     );
-    await log.waitFor(JOB, 'started');
+    seed = ((await log.waitFor(JOB, 'started')) as { seed?: number }).seed;
+    expect(Number.isInteger(seed)).toBe(true);
     // Status requests share the `master` queue group: a subscribed standby would get some of
     // them and answer "unknown job" or not at all. Every one is answered by the leader.
     for (let i = 0; i < 20; i += 1) {
@@ -129,10 +133,22 @@ describe('master failover', () => {
     await b.waitFor(/master master-b is the leader/);
     expect(b.output()).toMatch(new RegExp(`resumed job ${JOB} at epoch 1 \\(3 done, \\d+ pending, \\d+ todo\\)`));
 
-    await trainer.work(JOB, () => log.of(JOB, 'stopped').length > 0);
+    const pulled: { epoch: number; taskId: number }[] = [];
+    await trainer.work(
+      JOB,
+      () => log.of(JOB, 'stopped').length > 0,
+      async (task) => {
+        pulled.push({ epoch: task.epoch, taskId: task.taskId });
+        return true;
+      },
+    );
     expect((await log.waitFor(JOB, 'stopped')).reason).toBe('maxEpochs');
     const status = (await trainer.status(JOB)) as JobStatusReply;
-    expect(status).toMatchObject({ state: 'stopped', epoch: 3 });
+    expect(status).toMatchObject({ state: 'stopped', epoch: 3, seed });
+    // The new leader read the seed stored with the job: epoch 2, all its own, went out in the
+    // same seeded order the first leader would have used.
+    const epoch2 = pulled.filter((t) => t.epoch === 2).map((t) => t.taskId);
+    expect(epoch2).toEqual(epochTaskOrder(TASKS, seed!, 2));
     const allOnce = Object.fromEntries(Array.from({ length: TASKS }, (_, i) => [String(i), 1]));
     expect(status.epochs.filter((e) => e.epoch < 3)).toEqual([
       { epoch: 0, done: TASKS, discarded: 0, doneCounts: allOnce },

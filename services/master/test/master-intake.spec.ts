@@ -59,6 +59,9 @@ describe('master intake', () => {
 
     const started = await log.waitFor('good', 'started');
     expect(started).toMatchObject({ epoch: 0, tasksPerEpoch: 8, records: 32 });
+    // The spec gives no seed: the master picked one, reports it and stores it with the spec.
+    const seed = (started as { seed?: number }).seed;
+    expect(Number.isInteger(seed)).toBe(true);
     const invalid = await log.waitFor('invalid', 'failed');
     expect(invalid).toMatchObject({ field: '(root)' });
     expect(invalid.error).toContain('not valid JSON');
@@ -73,7 +76,8 @@ describe('master intake', () => {
 
     const kv = await new Kvm(nc).open(KV_BUCKETS.jobs);
     const record = JSON.parse(new TextDecoder().decode((await kv.get('good'))!.value)) as JobRecord;
-    expect(record).toMatchObject({ jobId: 'good', epoch: 0 });
+    expect(record).toMatchObject({ jobId: 'good', epoch: 0, spec: { training: { seed, shuffle: true } } });
+    expect((await client.status('good')).seed).toBe(seed);
     expect(['running', 'waiting']).toContain(record.state);
     expect(await kv.get('bad-lr')).toBeNull();
     expect((await client.status('bad-lr')).error).toBe('unknown job bad-lr');

@@ -1,3 +1,4 @@
+import { shuffleSettings } from '#libs/data-order';
 import type { JobSpec } from '#libs/job-spec';
 import type { Learner } from '#libs/learner';
 import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
@@ -103,6 +104,7 @@ export class JobTrainer {
     let pservers: PserverConnection | undefined;
     let membership: QuorumMembership | undefined;
     try {
+      const shuffle = shuffleSettings(jobId, spec.training);
       await learner.initialize({ model: spec.model, layout: spec.dataset.layout, seed: spec.training.seed });
       const initial = await learner.getParams();
       const connecting = this.deps.connectPservers(
@@ -144,6 +146,7 @@ export class JobTrainer {
         batchSize: spec.training.batchSize,
         layout: spec.dataset.layout,
         readChunk: this.deps.readChunk,
+        shuffle,
       });
       let full = false;
 

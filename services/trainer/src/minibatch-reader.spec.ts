@@ -30,11 +30,16 @@ function fakeChunks(sizes: number[]) {
   return { chunks, readChunk, total: n };
 }
 
-async function collect(reader: MinibatchReader, chunks: TaskChunk[]) {
+async function collect(reader: MinibatchReader, chunks: TaskChunk[], where = { epoch: 0, taskId: 0 }) {
   const out = [];
-  for await (const b of reader.batches(chunks))
+  for await (const b of reader.batches({ chunks, ...where }))
     out.push({ size: b.size, labels: [...b.labels], features: [...b.features] });
   return out;
+}
+
+/** The labels a reader yields for a task, in order (record n has label n). */
+async function labelOrder(reader: MinibatchReader, chunks: TaskChunk[], where = { epoch: 0, taskId: 0 }) {
+  return (await collect(reader, chunks, where)).flatMap((b) => b.labels);
 }
 
 describe('minibatch reader', () => {
@@ -58,6 +63,92 @@ describe('minibatch reader', () => {
       ),
       { numRuns: 60 },
     );
+  });
+
+  it('minibatch reader - shuffled, every record of the task comes out exactly once, in full batches', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 0, max: 12 }), { maxLength: 5 }),
+        fc.integer({ min: 1, max: 7 }),
+        fc.option(fc.integer({ min: 1, max: 30 }), { nil: undefined }),
+        fc.integer(),
+        fc.nat({ max: 50 }),
+        fc.nat({ max: 50 }),
+        async (sizes, batchSize, bufferRecords, seed, epoch, taskId) => {
+          const { chunks, readChunk, total } = fakeChunks(sizes);
+          const shuffle = bufferRecords === undefined ? { seed } : { seed, bufferRecords };
+          const reader = new MinibatchReader({ batchSize, layout: LAYOUT, readChunk, shuffle });
+          const batches = await collect(reader, chunks, { epoch, taskId });
+          expect(batches.map((b) => b.size)).toEqual(
+            Array.from({ length: Math.ceil(total / batchSize) }, (_, i) => Math.min(batchSize, total - i * batchSize)),
+          );
+          const labels = batches.flatMap((b) => b.labels);
+          expect([...labels].sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, n) => n));
+          // Each example keeps its own features.
+          expect(batches.flatMap((b) => b.features)).toEqual(labels.flatMap((n) => [n, -n]));
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+
+  it('minibatch reader - the shuffled order is set by the seed, the epoch and the task id', async () => {
+    const { chunks, readChunk } = fakeChunks([10, 10, 10]);
+    const order = (seed: number, epoch: number, taskId: number) =>
+      labelOrder(new MinibatchReader({ batchSize: 4, layout: LAYOUT, readChunk, shuffle: { seed } }), chunks, {
+        epoch,
+        taskId,
+      });
+    const base = await order(7, 2, 3);
+    expect(await order(7, 2, 3)).toEqual(base);
+    expect(base).not.toEqual(Array.from({ length: 30 }, (_, n) => n));
+    const variants = [await order(8, 2, 3), await order(7, 1, 3), await order(7, 2, 4)];
+    for (const v of variants) expect(v).not.toEqual(base);
+  });
+
+  it('minibatch reader - the default buffer holds as many records as the largest chunk of the task', async () => {
+    // Chunks of 4 and 6: a 6-record buffer fills on records 0-5, so the first record out is one
+    // of those, and over many seeds each of them.
+    const { chunks, readChunk } = fakeChunks([4, 6]);
+    const firsts = new Set<number>();
+    for (let seed = 0; seed < 200; seed++) {
+      const reader = new MinibatchReader({ batchSize: 1, layout: LAYOUT, readChunk, shuffle: { seed } });
+      firsts.add((await labelOrder(reader, chunks))[0]!);
+    }
+    expect([...firsts].sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+
+  it('minibatch reader - a one-record buffer, or no shuffle, keeps file order', async () => {
+    const { chunks, readChunk, total } = fakeChunks([3, 0, 5, 2]);
+    const inOrder = Array.from({ length: total }, (_, n) => n);
+    const one = new MinibatchReader({
+      batchSize: 3,
+      layout: LAYOUT,
+      readChunk,
+      shuffle: { seed: 1, bufferRecords: 1 },
+    });
+    expect(await labelOrder(one, chunks)).toEqual(inOrder);
+    const plain = new MinibatchReader({ batchSize: 3, layout: LAYOUT, readChunk });
+    expect(await labelOrder(plain, chunks, { epoch: 4, taskId: 9 })).toEqual(inOrder);
+  });
+
+  it('minibatch reader - shuffled regression labels stay float32', async () => {
+    const layout: RecordLayout = { featureShape: [1], featureDtype: 'float32', scale: 1, labelDtype: 'float32' };
+    const records = [0.5, 1.5, 2.5].map((y) => encodeRecord([y], y, layout));
+    const reader = new MinibatchReader({
+      batchSize: 3,
+      layout,
+      readChunk: async () => ({ records }),
+      shuffle: { seed: 3 },
+    });
+    const batches = [];
+    for await (const b of reader.batches({ chunks: [{ file: 'r', offset: 0, numRecords: 3 }], epoch: 0, taskId: 0 })) {
+      batches.push(b);
+    }
+    const [batch] = batches;
+    expect(batch!.labels).toBeInstanceOf(Float32Array);
+    expect([...batch!.labels].sort()).toEqual([0.5, 1.5, 2.5]);
+    expect([...batch!.features]).toEqual([...batch!.labels]);
   });
 
   it('minibatch reader - 10 records in batches of 4 give 4, 4, 2', async () => {

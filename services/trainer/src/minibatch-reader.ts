@@ -1,10 +1,15 @@
+import { taskRecordRandom, type ShuffleSettings } from '#libs/data-order';
 import { decodeBatch, type Batch, type RecordLayout } from '#libs/learner';
 import { ChunkError, readChunkAt } from '#libs/recordio';
 import type { TaskMessage } from '#libs/messaging';
 import { TaskDataError } from './errors.js';
+import { ShuffleBuffer } from './shuffle-buffer.js';
 
 /** One chunk of a task: where it lies and how many records the index counted in it. */
 export type TaskChunk = TaskMessage['chunks'][number];
+
+/** What the reader needs of a task: its chunks, and the epoch and id that seed its record order. */
+export type TaskData = Pick<TaskMessage, 'chunks' | 'epoch' | 'taskId'>;
 
 /** Reads the records of the chunk at `offset` in `file` (`readChunkAt` by default). */
 export type ChunkSource = (file: string, offset: number) => Promise<{ records: Uint8Array[] }>;
@@ -19,6 +24,17 @@ export interface MinibatchReaderOptions {
   layout: RecordLayout;
   readChunk?: ChunkSource;
   decode?: RecordDecoder;
+  /** Records through a seeded shuffle buffer (`training.shuffle`); absent: file order. */
+  shuffle?: ShuffleSettings;
+}
+
+/**
+ * One decoded example, copied out of its chunk: a shuffle buffer holding examples from many
+ * chunks keeps only them alive, not the chunks they came from.
+ */
+interface Example {
+  features: Float32Array;
+  label: number;
 }
 
 /** Examples `[start, end)` of a batch, sharing its memory. */
@@ -41,10 +57,27 @@ export function concatBatches(a: Batch, b: Batch): Batch {
   return { features, labels, size: a.size + b.size };
 }
 
+/** `examples` as one batch, in that order, in new arrays. */
+function batchOf(examples: readonly Example[], perExample: number, labelDtype: RecordLayout['labelDtype']): Batch {
+  const features = new Float32Array(examples.length * perExample);
+  const labels = labelDtype === 'float32' ? new Float32Array(examples.length) : new Int32Array(examples.length);
+  examples.forEach((example, k) => {
+    features.set(example.features, k * perExample);
+    labels[k] = example.label;
+  });
+  return { features, labels, size: examples.length };
+}
+
 /**
- * Turns the chunks of a task into minibatches of `batchSize` examples, in order, across chunk
- * boundaries; the last one may be smaller. Chunks are read one at a time and decoded whole, so a
- * bad chunk is named by its file and offset (`TaskDataError`, or the RecordIO error itself).
+ * Turns the chunks of a task into minibatches of `batchSize` examples across chunk boundaries;
+ * the last one may be smaller. Without `shuffle` the examples keep file order. With it they pass
+ * through a {@link ShuffleBuffer} of `shuffle.bufferRecords` records, or, when that is absent, of
+ * as many records as the task's largest chunk holds (the counts the master's index put in the
+ * task message); the buffer holds copies of its decoded examples, so memory is the buffer plus
+ * the chunk being read. The order is drawn from the job seed, the epoch and the task id, so every
+ * trainer that reads the task in that epoch gets the same minibatches. Chunks are read one at a
+ * time and decoded whole, so a bad chunk is named by its file and offset (`TaskDataError`, or
+ * the RecordIO error itself).
  */
 export class MinibatchReader {
   private readonly readChunk: ChunkSource;
@@ -60,8 +93,14 @@ export class MinibatchReader {
     this.perExample = options.layout.featureShape.reduce((a, b) => a * b, 1);
   }
 
-  /** The minibatches of `chunks`, in order. */
-  async *batches(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
+  /** The minibatches of a task. */
+  batches(task: TaskData): AsyncGenerator<Batch> {
+    const { shuffle } = this.options;
+    return shuffle === undefined ? this.inFileOrder(task.chunks) : this.shuffled(task, shuffle);
+  }
+
+  /** Records in file order, sliced out of each decoded chunk without copying where possible. */
+  private async *inFileOrder(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
     const { batchSize } = this.options;
     let pending: Batch | undefined;
     for (const chunk of chunks) {
@@ -79,6 +118,37 @@ export class MinibatchReader {
       }
     }
     if (pending !== undefined) yield pending;
+  }
+
+  /** Records in the order of the task's shuffle buffer. */
+  private async *shuffled(task: TaskData, shuffle: ShuffleSettings): AsyncGenerator<Batch> {
+    const { batchSize } = this.options;
+    const capacity = shuffle.bufferRecords ?? task.chunks.reduce((most, c) => Math.max(most, c.numRecords), 1);
+    const { labelDtype } = this.options.layout;
+    const pe = this.perExample;
+    const buffer = new ShuffleBuffer<Example>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
+    let picked: Example[] = [];
+    for (const chunk of task.chunks) {
+      const decoded = await this.readDecoded(chunk);
+      if (decoded === undefined) continue;
+      for (let i = 0; i < decoded.size; i++) {
+        const out = buffer.push({ features: decoded.features.slice(i * pe, (i + 1) * pe), label: decoded.labels[i]! });
+        if (out === undefined) continue;
+        picked.push(out);
+        if (picked.length === batchSize) {
+          yield batchOf(picked, pe, labelDtype);
+          picked = [];
+        }
+      }
+    }
+    for (let out = buffer.take(); out !== undefined; out = buffer.take()) {
+      picked.push(out);
+      if (picked.length === batchSize) {
+        yield batchOf(picked, pe, labelDtype);
+        picked = [];
+      }
+    }
+    if (picked.length > 0) yield batchOf(picked, pe, labelDtype);
   }
 
   private async readDecoded(chunk: TaskChunk): Promise<Batch | undefined> {

@@ -119,7 +119,7 @@ export class TrainingLoop {
    */
   async runTask(task: ClaimedTask, reader: MinibatchReader, signals: TaskSignals): Promise<TaskOutcome> {
     const either = AbortSignal.any([signals.stop, signals.preempt]);
-    const batches = reader.batches(task.chunks);
+    const batches = reader.batches(task);
     let samples = 0;
     this.phases.pause();
     try {
