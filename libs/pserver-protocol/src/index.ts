@@ -11,6 +11,7 @@ export {
   SERVER_CHANNEL_OPTIONS,
 } from './grpc-options.js';
 export { ShardMap, ShardingError, assignShards } from './sharding.js';
+export { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from './half-precision.js';
 export {
   TENSOR_CHUNK_SIZE_BYTES,
   MAX_TENSOR_SIZE_BYTES,
