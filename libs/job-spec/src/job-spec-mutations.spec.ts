@@ -53,6 +53,7 @@ const FIELD_NAMES = [
   'max',
   'everySteps',
   'seed',
+  'dtype',
   '__proto__',
   'constructor',
   '$schema',
@@ -71,6 +72,8 @@ const WORDS = [
   'uint8',
   'float32',
   'int32',
+  'float16',
+  'bfloat16',
 ];
 
 const anyValue = fc.oneof(
