@@ -37,7 +37,11 @@ export const protobufFileName = "pserver.proto";
  * split into parts that share name, dtype and shape and differ in `offset`.
  */
 
-/** Element type of a tensor. Only FLOAT32 parameters are trainable. */
+/**
+ * Element type of a tensor. Only FLOAT32 parameters are trainable; their gradients and the
+ * parameters a shard sends back may travel as FLOAT16 or BFLOAT16 (2 bytes an element), which
+ * the receiver decodes to float32.
+ */
 export enum DataType {
   UNSPECIFIED = 0,
   INT32 = 1,
@@ -46,6 +50,10 @@ export enum DataType {
   UINT64 = 4,
   FLOAT32 = 5,
   FLOAT64 = 6,
+  /** FLOAT16 - IEEE 754 half precision (binary16), rounded to nearest even from float32. */
+  FLOAT16 = 7,
+  /** BFLOAT16 - The upper 16 bits of a float32 (bfloat16), rounded to nearest even. */
+  BFLOAT16 = 8,
 }
 
 export function dataTypeFromJSON(object: any): DataType {
@@ -71,6 +79,12 @@ export function dataTypeFromJSON(object: any): DataType {
     case 6:
     case "DATA_TYPE_FLOAT64":
       return DataType.FLOAT64;
+    case 7:
+    case "DATA_TYPE_FLOAT16":
+      return DataType.FLOAT16;
+    case 8:
+    case "DATA_TYPE_BFLOAT16":
+      return DataType.BFLOAT16;
     default:
       throw new globalThis.Error("Unrecognized enum value " + object + " for enum DataType");
   }
@@ -92,6 +106,10 @@ export function dataTypeToJSON(object: DataType): string {
       return "DATA_TYPE_FLOAT32";
     case DataType.FLOAT64:
       return "DATA_TYPE_FLOAT64";
+    case DataType.FLOAT16:
+      return "DATA_TYPE_FLOAT16";
+    case DataType.BFLOAT16:
+      return "DATA_TYPE_BFLOAT16";
     default:
       throw new globalThis.Error("Unrecognized enum value " + object + " for enum DataType");
   }
@@ -192,6 +210,8 @@ export interface PushChunk {
     | undefined;
   /** PushPull only: how long the shard waits for the parameters the trainer needs next. */
   pullWaitMs: number;
+  /** PushPull only: the element type the parameters of the reply travel in, as PullRequest.dtype. */
+  pullDtype: DataType;
 }
 
 export interface PushReply {
@@ -212,6 +232,11 @@ export interface PullRequest {
     | undefined;
   /** The pulling trainer, if any: the pull then counts as a sign of life for its membership. */
   trainerId: string;
+  /**
+   * The element type the parameters travel in: FLOAT32 (also when unspecified), FLOAT16 or
+   * BFLOAT16. The shard keeps them in float32; each tensor of the reply says its dtype.
+   */
+  dtype: DataType;
 }
 
 export interface PullChunk {
@@ -1490,7 +1515,7 @@ export const LeaveReply: MessageFns<LeaveReply> = {
 };
 
 function createBasePushChunk(): PushChunk {
-  return { jobId: "", trainerId: "", version: 0, samples: 0, tensor: undefined, pullWaitMs: 0 };
+  return { jobId: "", trainerId: "", version: 0, samples: 0, tensor: undefined, pullWaitMs: 0, pullDtype: 0 };
 }
 
 export const PushChunk: MessageFns<PushChunk> = {
@@ -1512,6 +1537,9 @@ export const PushChunk: MessageFns<PushChunk> = {
     }
     if (message.pullWaitMs !== 0) {
       writer.uint32(48).uint32(message.pullWaitMs);
+    }
+    if (message.pullDtype !== 0) {
+      writer.uint32(56).int32(message.pullDtype);
     }
     return writer;
   },
@@ -1577,6 +1605,14 @@ export const PushChunk: MessageFns<PushChunk> = {
             message.pullWaitMs = reader.uint32();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.pullDtype = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1609,6 +1645,11 @@ export const PushChunk: MessageFns<PushChunk> = {
         : isSet(object.pull_wait_ms)
         ? globalThis.Number(object.pull_wait_ms)
         : 0,
+      pullDtype: isSet(object.pullDtype)
+        ? dataTypeFromJSON(object.pullDtype)
+        : isSet(object.pull_dtype)
+        ? dataTypeFromJSON(object.pull_dtype)
+        : 0,
     };
   },
 
@@ -1632,6 +1673,9 @@ export const PushChunk: MessageFns<PushChunk> = {
     if (message.pullWaitMs !== 0) {
       obj.pullWaitMs = Math.round(message.pullWaitMs);
     }
+    if (message.pullDtype !== 0) {
+      obj.pullDtype = dataTypeToJSON(message.pullDtype);
+    }
     return obj;
   },
 
@@ -1648,6 +1692,7 @@ export const PushChunk: MessageFns<PushChunk> = {
       ? Tensor.fromPartial(object.tensor)
       : undefined;
     message.pullWaitMs = object.pullWaitMs ?? 0;
+    message.pullDtype = object.pullDtype ?? 0;
     return message;
   },
 };
@@ -1738,7 +1783,7 @@ export const PushReply: MessageFns<PushReply> = {
 };
 
 function createBasePullRequest(): PullRequest {
-  return { jobId: "", minVersion: 0, waitMs: 0, snapshotVersion: undefined, trainerId: "" };
+  return { jobId: "", minVersion: 0, waitMs: 0, snapshotVersion: undefined, trainerId: "", dtype: 0 };
 }
 
 export const PullRequest: MessageFns<PullRequest> = {
@@ -1757,6 +1802,9 @@ export const PullRequest: MessageFns<PullRequest> = {
     }
     if (message.trainerId !== "") {
       writer.uint32(42).string(message.trainerId);
+    }
+    if (message.dtype !== 0) {
+      writer.uint32(48).int32(message.dtype);
     }
     return writer;
   },
@@ -1814,6 +1862,14 @@ export const PullRequest: MessageFns<PullRequest> = {
             message.trainerId = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.dtype = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1853,6 +1909,7 @@ export const PullRequest: MessageFns<PullRequest> = {
         : isSet(object.trainer_id)
         ? globalThis.String(object.trainer_id)
         : "",
+      dtype: isSet(object.dtype) ? dataTypeFromJSON(object.dtype) : 0,
     };
   },
 
@@ -1873,6 +1930,9 @@ export const PullRequest: MessageFns<PullRequest> = {
     if (message.trainerId !== "") {
       obj.trainerId = message.trainerId;
     }
+    if (message.dtype !== 0) {
+      obj.dtype = dataTypeToJSON(message.dtype);
+    }
     return obj;
   },
 
@@ -1886,6 +1946,7 @@ export const PullRequest: MessageFns<PullRequest> = {
     message.waitMs = object.waitMs ?? 0;
     message.snapshotVersion = object.snapshotVersion ?? undefined;
     message.trainerId = object.trainerId ?? "";
+    message.dtype = object.dtype ?? 0;
     return message;
   },
 };

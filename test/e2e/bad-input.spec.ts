@@ -263,6 +263,7 @@ describe('bad input, end to end', () => {
             version: 0,
             samples: 1,
             pullWaitMs: 0,
+            pullDtype: DataType.UNSPECIFIED,
             tensor: {
               name: param.name,
               dtype: DataType.FLOAT32,

@@ -81,11 +81,15 @@ describe('training job, end to end', () => {
   );
 
   test(
-    'training job - a second job on the same cluster runs too',
+    'training job - a second job on the same cluster runs too, its gradients and parameters travelling in 16 bits',
     async () => {
       const output = join(servers.dir, 'out-second');
       await new MasterClient(nc, 'e2e-test').submitJob(
-        tinyJobSpec('second-job', data, output, { model: { preset: 'mlp', hiddenUnits: [8] }, pservers: { count: 1 } }),
+        tinyJobSpec('second-job', data, output, {
+          model: { preset: 'mlp', hiddenUnits: [8] },
+          pservers: { count: 1 },
+          transfer: { dtype: 'float16', params: 'bfloat16' },
+        }),
       );
       const events = await waitForEvent(nc, 'second-job', (e) => e.type === 'model-exported' || e.type === 'failed');
       expect(events.at(-1)?.type).toBe('model-exported');

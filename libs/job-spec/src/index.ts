@@ -38,4 +38,6 @@ export type {
   TrainersSpec,
   TrainingMode,
   TrainingSpec,
+  TransferDtype,
+  TransferSpec,
 } from './job-spec.js';

@@ -55,6 +55,7 @@ const FIELD_NAMES = [
   'seed',
   'shuffle',
   'shuffleBuffer',
+  'dtype',
   '__proto__',
   'constructor',
   '$schema',
@@ -73,6 +74,8 @@ const WORDS = [
   'uint8',
   'float32',
   'int32',
+  'float16',
+  'bfloat16',
 ];
 
 const anyValue = fc.oneof(

@@ -145,6 +145,20 @@ export interface PserversSpec {
   count: number;
 }
 
+/** Element type a float32 tensor travels in between trainers and parameter servers. */
+export type TransferDtype = 'float32' | 'float16' | 'bfloat16';
+
+/**
+ * How tensors travel between trainers and parameter servers; the parameter servers keep and
+ * update the parameters in float32 whatever travels.
+ */
+export interface TransferSpec {
+  /** Type of the gradients trainers push. */
+  dtype: TransferDtype;
+  /** Type of the parameters sent back to the trainers (the evaluator always pulls float32). */
+  params: TransferDtype;
+}
+
 /** What the evaluator measures: accuracy (higher is better) or loss (lower is better). */
 export type EvaluationMetric = 'accuracy' | 'loss';
 
@@ -191,6 +205,7 @@ export interface JobSpec {
   training: TrainingSpec;
   trainers: TrainersSpec;
   pservers: PserversSpec;
+  transfer: TransferSpec;
   evaluation: EvaluationSpec;
   stop: StopPolicySpec;
   checkpoint: CheckpointSpec;
@@ -223,6 +238,7 @@ export interface JobSpecInput {
     };
   trainers?: Partial<TrainersSpec>;
   pservers?: Partial<PserversSpec>;
+  transfer?: Partial<TransferSpec>;
   evaluation?: Partial<EvaluationSpec>;
   stop: StopPolicySpec;
   checkpoint?: Partial<CheckpointSpec>;

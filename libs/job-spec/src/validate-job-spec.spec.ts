@@ -99,6 +99,7 @@ describe('job spec validation', () => {
       },
       trainers: { min: 1, max: 64 },
       pservers: { count: 1 },
+      transfer: { dtype: 'float32', params: 'float32' },
       evaluation: { everySteps: 100, metric: 'accuracy', batchSize: 1000 },
       stop: { maxEpochs: 1 },
       checkpoint: { everySeconds: 60, keep: 2 },
@@ -232,6 +233,23 @@ describe('job spec violations', () => {
   it('job spec - an enum lists the allowed values', () => {
     expect(violationsOf(withChange((s) => (s.optimizer.type = 'rmsprop')))).toEqual([
       { field: 'optimizer.type', reason: 'must be one of sgd, momentum, adam (got "rmsprop")' },
+    ]);
+  });
+
+  it('job spec - transfer types are checked field by field', () => {
+    expect(validateJobSpec(withChange((s) => (s.transfer = { dtype: 'bfloat16' }))).transfer).toEqual({
+      dtype: 'bfloat16',
+      params: 'float32',
+    });
+    expect(violationsOf(withChange((s) => (s.transfer = { dtype: 'float8', params: 'half' })))).toEqual([
+      { field: 'transfer.dtype', reason: 'must be one of float32, float16, bfloat16 (got "float8")' },
+      { field: 'transfer.params', reason: 'must be one of float32, float16, bfloat16 (got "half")' },
+    ]);
+    expect(violationsOf(withChange((s) => (s.transfer = { gradients: 'float16' })))).toEqual([
+      { field: 'transfer.gradients', reason: 'unknown field (allowed: dtype, params)' },
+    ]);
+    expect(violationsOf(withChange((s) => (s.transfer = 'float16')))).toEqual([
+      { field: 'transfer', reason: 'must be an object (got "float16")' },
     ]);
   });
 

@@ -28,7 +28,14 @@ export { ShardedPserverClient } from './sharded-client.js';
 export { UNAVAILABLE_BACKOFF_MS, UNAVAILABLE_MAX_BACKOFF_MS, UNAVAILABLE_RETRY_MS } from './unavailable-retry.js';
 
 export type { InitElection } from './init-election.js';
-export type { PserverClientOptions, PullOptions, PulledShard, PushPullResult, PushRequest } from './pserver-client.js';
+export type {
+  PserverClientOptions,
+  PullOptions,
+  PulledShard,
+  PushPullResult,
+  PushRequest,
+  TransferTypes,
+} from './pserver-client.js';
 export type { KvShardDirectoryOptions, ShardDirectory } from './shard-directory.js';
 export type { ParamInfo, ParamTensor, TensorLike } from './shard-fanout.js';
 export type {
@@ -40,6 +47,7 @@ export type {
 } from './sharded-client.js';
 export type {
   BeginInitReply,
+  FloatWireType,
   JobStatus,
   NamedTensor,
   PushReply,

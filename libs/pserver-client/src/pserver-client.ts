@@ -8,7 +8,9 @@ import {
 } from '@grpc/grpc-js';
 import {
   CLIENT_CHANNEL_OPTIONS,
+  FLOAT_WIRE_TYPES,
   TENSOR_CHUNK_SIZE_BYTES,
+  DataType,
   ParameterServerClient,
   TensorAssembler,
   tensorParts,
@@ -16,6 +18,7 @@ import {
   type BeginInitReply,
   type BeginInitRequest,
   type FinishInitReply,
+  type FloatWireType,
   type InitChunk,
   type InitParamsReply,
   type JoinReply,
@@ -42,6 +45,19 @@ export interface PserverClientOptions {
   callTimeoutMs?: number;
   /** Tensor bytes per streamed message. Default `TENSOR_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
+  /** The element types tensors travel in. Default float32 both ways. */
+  transfer?: Partial<TransferTypes>;
+}
+
+/**
+ * The element types a client's float32 tensors travel in; float16 and bfloat16 take half the
+ * bytes, rounded to nearest even. Initial parameters always travel as float32.
+ */
+export interface TransferTypes {
+  /** Gradients pushed to the shard. */
+  gradients: FloatWireType;
+  /** Parameters the shard sends back, to pulls and push-pulls. */
+  params: FloatWireType;
 }
 
 /** What a pull asks for. */
@@ -91,6 +107,8 @@ export class PserverClient {
   private readonly shard: number;
   private readonly callTimeoutMs: number;
   private readonly maxChunkBytes: number;
+  private readonly gradientType: DataType;
+  private readonly paramsType: DataType;
 
   constructor(
     /** `host:port` of the shard. */
@@ -100,6 +118,8 @@ export class PserverClient {
     this.shard = options.shard ?? 0;
     this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS;
     this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
+    this.gradientType = wireType(options.transfer?.gradients ?? 'float32', 'gradients');
+    this.paramsType = wireType(options.transfer?.params ?? 'float32', 'params');
     this.client = new ParameterServerClient(address, credentials.createInsecure(), {
       ...CLIENT_CHANNEL_OPTIONS,
       ...options.channelOptions,
@@ -113,7 +133,7 @@ export class PserverClient {
 
   /** Streams this shard's initial parameters (the elected trainer only). */
   initParams(jobId: string, trainerId: string, tensors: readonly NamedTensor<TensorArray>[]): Promise<InitParamsReply> {
-    const chunks = this.chunked(tensors, (tensor) => ({ jobId, trainerId, tensor }));
+    const chunks = this.chunked(tensors, DataType.FLOAT32, (tensor) => ({ jobId, trainerId, tensor }));
     return this.clientStream<InitChunk, InitParamsReply>(
       (cb) => this.client.initParams(this.meta(), this.callOptions(), cb),
       chunks,
@@ -136,13 +156,22 @@ export class PserverClient {
   }
 
   /**
-   * Pushes gradients for `version`. A refusal rejects with `StaleGradientError` (version) or
-   * `InvalidGradientError` (names, shapes, values); a refused push changed nothing.
+   * Pushes gradients for `version`, in the client's `transfer.gradients` type. A refusal rejects
+   * with `StaleGradientError` (version) or `InvalidGradientError` (names, shapes, values); a
+   * refused push changed nothing.
    */
   pushGradients(request: PushRequest): Promise<PushReply> {
     const { jobId, trainerId, version, samples, gradients } = request;
     // A shard that owns no parameters still gets one chunk, so the push counts.
-    const chunks = this.chunked(gradients, (tensor) => ({ jobId, trainerId, version, samples, tensor, pullWaitMs: 0 }));
+    const chunks = this.chunked(gradients, this.gradientType, (tensor) => ({
+      jobId,
+      trainerId,
+      version,
+      samples,
+      tensor,
+      pullWaitMs: 0,
+      pullDtype: DataType.UNSPECIFIED,
+    }));
     return this.clientStream<PushChunk, PushReply>(
       (cb) => this.client.pushGradients(this.meta(), this.callOptions(), cb),
       chunks,
@@ -161,13 +190,14 @@ export class PserverClient {
     const call: ClientDuplexStream<PushChunk, PushPullReply> = this.client.pushPull(this.meta(), {
       deadline: Date.now() + this.callTimeoutMs + waitMs,
     });
-    const chunks = this.chunked(gradients, (tensor) => ({
+    const chunks = this.chunked(gradients, this.gradientType, (tensor) => ({
       jobId,
       trainerId,
       version,
       samples,
       tensor,
       pullWaitMs: waitMs,
+      pullDtype: this.paramsType,
     }));
     const assembler = new TensorAssembler();
     let push: PushReply | undefined;
@@ -210,7 +240,10 @@ export class PserverClient {
     }
   }
 
-  /** Pulls the shard's parameters, waiting on the shard for `minVersion` first. */
+  /**
+   * Pulls the shard's parameters, waiting on the shard for `minVersion` first. They travel in
+   * the client's `transfer.params` type and come back as float32.
+   */
   async pullParams(jobId: string, options: PullOptions = {}): Promise<PulledShard> {
     const waitMs = options.waitMs ?? DEFAULT_PULL_WAIT_MS;
     const call = this.client.pullParams(
@@ -220,6 +253,7 @@ export class PserverClient {
         waitMs,
         snapshotVersion: options.snapshotVersion,
         trainerId: options.trainerId ?? '',
+        dtype: this.paramsType,
       },
       this.meta(),
       { deadline: Date.now() + waitMs + PULL_DEADLINE_MARGIN_MS },
@@ -260,13 +294,17 @@ export class PserverClient {
   }
 
   /**
-   * The messages of a stream: `wrap` around every part of every tensor, or around no tensor at
-   * all when there are none.
+   * The messages of a stream: `wrap` around every part of every tensor, sent as `dtype`, or
+   * around no tensor at all when there are none.
    */
-  private *chunked<M>(tensors: readonly NamedTensor<TensorArray>[], wrap: (part?: Tensor) => M): Generator<M> {
+  private *chunked<M>(
+    tensors: readonly NamedTensor<TensorArray>[],
+    dtype: DataType,
+    wrap: (part?: Tensor) => M,
+  ): Generator<M> {
     let sent = false;
     for (const t of tensors) {
-      for (const part of tensorParts(t, this.maxChunkBytes)) {
+      for (const part of tensorParts(t, this.maxChunkBytes, dtype)) {
         sent = true;
         yield wrap(part);
       }
@@ -347,4 +385,12 @@ export class PserverClient {
       pump();
     });
   }
+}
+
+/** The data type of a transfer setting, refusing a name that is none (from untyped callers). */
+function wireType(name: FloatWireType, field: keyof TransferTypes): DataType {
+  if (!Object.hasOwn(FLOAT_WIRE_TYPES, name)) {
+    throw new RangeError(`transfer.${field}: expected float32, float16 or bfloat16, got ${JSON.stringify(name)}`);
+  }
+  return FLOAT_WIRE_TYPES[name];
 }

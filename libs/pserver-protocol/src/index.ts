@@ -11,7 +11,9 @@ export {
   SERVER_CHANNEL_OPTIONS,
 } from './grpc-options.js';
 export { ShardMap, ShardingError, assignShards } from './sharding.js';
+export { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from './half-precision.js';
 export {
+  FLOAT_WIRE_TYPES,
   TENSOR_CHUNK_SIZE_BYTES,
   MAX_TENSOR_SIZE_BYTES,
   TensorAssembler,
@@ -19,6 +21,8 @@ export {
   dataTypeOf,
   elementCount,
   elementSizeBytes,
+  float32Values,
+  isFloatWireType,
   sameShape,
   tensorParts,
   toNamedTensor,
@@ -35,7 +39,7 @@ export {
 } from './tensor-wire.js';
 
 export type { ParamSize } from './sharding.js';
-export type { AssembledTensor, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';
+export type { AssembledTensor, FloatWireType, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';
 export type {
   BeginInitReply,
   BeginInitRequest,

@@ -3,6 +3,11 @@ import {
   DataType,
   MalformedTensorError,
   TensorAssembler,
+  decodeBfloat16,
+  decodeFloat16,
+  encodeBfloat16,
+  encodeFloat16,
+  float32Values,
   tensorParts,
   toNamedTensor,
   type NamedTensor,
@@ -85,5 +90,48 @@ describe('tensor codec', () => {
     expect(() => [...tensorParts({ name: 'm', shape: [3], data: new Float32Array(2) })]).toThrow(
       /does not match 2 elements/,
     );
+  });
+
+  it('tensor codec - a float32 tensor sent as float16 or bfloat16 arrives as its rounded float32 values', () => {
+    const halves = [
+      [DataType.FLOAT16, encodeFloat16, decodeFloat16],
+      [DataType.BFLOAT16, encodeBfloat16, decodeBfloat16],
+    ] as const;
+    fc.assert(
+      fc.property(
+        fc.array(fc.float(), { maxLength: 300 }),
+        fc.integer({ min: 1, max: 64 }),
+        fc.constantFrom(...halves),
+        (values, chunk, [dtype, encode, decode]) => {
+          const data = Float32Array.from(values);
+          const parts = [...tensorParts({ name: 'g', shape: [data.length], data }, chunk, dtype)];
+          expect(parts.every((p) => p.dtype === dtype)).toBe(true);
+          expect(parts.reduce((n, p) => n + p.data.length, 0)).toBe(2 * data.length);
+          const assembler = new TensorAssembler();
+          parts.forEach((p) => assembler.add(p));
+          const [assembled] = assembler.finish();
+          const rounded = new Uint16Array(data.length);
+          encode(data, rounded);
+          const expected = new Float32Array(data.length);
+          decode(rounded, expected);
+          expect(float32Values(assembled)).toEqual(expected);
+          expect(toNamedTensor(assembled).data).toEqual(expected);
+          // The sender's values are left as they were.
+          expect(data).toEqual(Float32Array.from(values));
+        },
+      ),
+    );
+  });
+
+  it('tensor codec - only float32 travels as float16 or bfloat16, and only floats decode to float32', () => {
+    const ints = { name: 'steps', shape: [2], data: Int32Array.of(1, 2) };
+    expect(() => [...tensorParts(ints, undefined, DataType.FLOAT16)]).toThrow(
+      /"steps": cannot travel as float16: it holds int32/,
+    );
+    const doubles = { name: 'w', shape: [1], data: Float64Array.of(1) };
+    expect(() => [...tensorParts(doubles, undefined, DataType.FLOAT32)]).toThrow(/cannot travel as float32/);
+    const [part] = [...tensorParts(ints)];
+    const assembled = new TensorAssembler().add(part)!;
+    expect(() => float32Values(assembled)).toThrow(/"steps": expected float32, float16 or bfloat16, got int32/);
   });
 });

@@ -1,5 +1,6 @@
 import { DataType, type Tensor } from '#proto/generated/pserver.js';
 import { MalformedTensorError } from './errors.js';
+import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from './half-precision.js';
 
 /** Most tensor bytes one message carries; larger tensors are split into parts. */
 export const TENSOR_CHUNK_SIZE_BYTES = 1024 * 1024;
@@ -24,7 +25,27 @@ const ELEMENT_SIZE_BYTES: Record<DataType, number> = {
   [DataType.UINT64]: 8,
   [DataType.FLOAT32]: 4,
   [DataType.FLOAT64]: 8,
+  [DataType.FLOAT16]: 2,
+  [DataType.BFLOAT16]: 2,
 };
+
+/**
+ * The element types a float32 tensor may travel in, by the names job specs and clients use:
+ * float32 as it is, or float16 and bfloat16 in half the bytes, decoded to float32 on arrival.
+ */
+export const FLOAT_WIRE_TYPES = {
+  float32: DataType.FLOAT32,
+  float16: DataType.FLOAT16,
+  bfloat16: DataType.BFLOAT16,
+} as const;
+
+/** Name of an element type a float32 tensor may travel in. */
+export type FloatWireType = keyof typeof FLOAT_WIRE_TYPES;
+
+/** True when `dtype` is one a float32 tensor may travel in (see `FLOAT_WIRE_TYPES`). */
+export function isFloatWireType(dtype: DataType): boolean {
+  return dtype === DataType.FLOAT32 || dtype === DataType.FLOAT16 || dtype === DataType.BFLOAT16;
+}
 
 /** Lower-case names of the data types, for messages. */
 export function dataTypeName(dtype: DataType): string {
@@ -69,25 +90,27 @@ export function typedArrayOf(dtype: DataType, bytes: Uint8Array): TensorArray {
     case DataType.UINT64:
       return new BigUint64Array(buffer, byteOffset, n);
     default:
-      throw new MalformedTensorError('', `unknown dtype ${dtype}`);
+      throw new MalformedTensorError('', `no typed array views ${dataTypeName(dtype)}`);
   }
 }
 
 /**
  * Splits a tensor into messages of at most `maxChunkBytes` data bytes each (one message for a
- * small or empty tensor). Every part repeats name, dtype and shape. The bytes are the typed
- * array's own memory, little-endian on every platform Node.js runs on.
+ * small or empty tensor). Every part repeats name, dtype and shape. The tensor travels as
+ * `dtype`, by default its own: then the bytes are the typed array's own memory, little-endian on
+ * every platform Node.js runs on; a float32 tensor sent as float16 or bfloat16 is encoded once
+ * into a buffer of its own.
  */
 export function* tensorParts(
   tensor: NamedTensor<TensorArray>,
   maxChunkBytes = TENSOR_CHUNK_SIZE_BYTES,
+  dtype: DataType = dataTypeOf(tensor.data),
 ): Generator<Tensor> {
   const { name, shape, data } = tensor;
   if (elementCount(shape) !== data.length) {
     throw new MalformedTensorError(name, `shape [${shape.join(', ')}] does not match ${data.length} elements`);
   }
-  const dtype = dataTypeOf(data);
-  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const bytes = wireBytes(tensor, dtype);
   const step = Math.max(elementSizeBytes(dtype), maxChunkBytes - (maxChunkBytes % elementSizeBytes(dtype)));
   let offset = 0;
   do {
@@ -95,6 +118,19 @@ export function* tensorParts(
     yield { name, dtype, shape: [...shape], data: bytes.subarray(offset, end), offset };
     offset = end;
   } while (offset < bytes.length);
+}
+
+/** The bytes `tensor` travels as in `dtype`: its own memory, or its float32 values encoded. */
+function wireBytes({ name, data }: NamedTensor<TensorArray>, dtype: DataType): Buffer {
+  const own = dataTypeOf(data);
+  if (dtype === own) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (own !== DataType.FLOAT32 || (dtype !== DataType.FLOAT16 && dtype !== DataType.BFLOAT16)) {
+    throw new MalformedTensorError(name, `cannot travel as ${dataTypeName(dtype)}: it holds ${dataTypeName(own)}`);
+  }
+  const half = new Uint16Array(data.length);
+  if (dtype === DataType.FLOAT16) encodeFloat16(data as Float32Array, half);
+  else encodeBfloat16(data as Float32Array, half);
+  return Buffer.from(half.buffer, half.byteOffset, half.byteLength);
 }
 
 /**
@@ -209,7 +245,29 @@ export function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((d, i) => d === b[i]);
 }
 
-/** The assembled tensor as a `NamedTensor` of its dtype's typed array (no copy). */
+/**
+ * The assembled tensor as a `NamedTensor` of its dtype's typed array (no copy), or of float32
+ * values decoded from float16 or bfloat16.
+ */
 export function toNamedTensor(t: AssembledTensor): NamedTensor<TensorArray> {
-  return { name: t.name, shape: t.shape, data: typedArrayOf(t.dtype, t.bytes) };
+  const half = t.dtype === DataType.FLOAT16 || t.dtype === DataType.BFLOAT16;
+  return { name: t.name, shape: t.shape, data: half ? float32Values(t) : typedArrayOf(t.dtype, t.bytes) };
+}
+
+/**
+ * The values of an assembled float tensor as float32: a view of float32 bytes (no copy), or
+ * decoded from float16 or bfloat16 into an array of their own. Any other dtype is malformed here.
+ */
+export function float32Values(t: AssembledTensor): Float32Array {
+  const { name, dtype, bytes } = t;
+  if (dtype === DataType.FLOAT32) return typedArrayOf(dtype, bytes) as Float32Array;
+  if (dtype !== DataType.FLOAT16 && dtype !== DataType.BFLOAT16) {
+    throw new MalformedTensorError(name, `expected float32, float16 or bfloat16, got ${dataTypeName(dtype)}`);
+  }
+  // The assembler keeps a tensor's bytes aligned for its dtype.
+  const half = new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
+  const values = new Float32Array(half.length);
+  if (dtype === DataType.FLOAT16) decodeFloat16(half, values);
+  else decodeBfloat16(half, values);
+  return values;
 }

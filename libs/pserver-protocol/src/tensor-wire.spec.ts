@@ -3,6 +3,7 @@ import { InitChunk, PullChunk, PushChunk, PushPullReply, type Tensor } from '#pr
 import {
   DataType,
   TensorAssembler,
+  tensorParts,
   encodeInitChunk,
   encodePullChunk,
   encodePushChunk,
@@ -14,7 +15,14 @@ const counts = fc.oneof(fc.nat(), fc.constant(0), fc.integer({ min: 2 ** 31, max
 const tensors: fc.Arbitrary<Tensor | undefined> = fc.option(
   fc.record({
     name: names,
-    dtype: fc.constantFrom(DataType.FLOAT32, DataType.INT32, DataType.FLOAT64, DataType.UNSPECIFIED),
+    dtype: fc.constantFrom(
+      DataType.FLOAT32,
+      DataType.FLOAT16,
+      DataType.BFLOAT16,
+      DataType.INT32,
+      DataType.FLOAT64,
+      DataType.UNSPECIFIED,
+    ),
     shape: fc.array(fc.nat({ max: 100_000 }), { maxLength: 5 }),
     data: fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.constant(new Uint8Array(20_000).fill(7))),
     offset: fc.oneof(fc.constant(0), counts),
@@ -38,7 +46,8 @@ describe('tensor wire', () => {
         fc.integer({ min: -5, max: 2 ** 40 }),
         fc.nat(),
         tensors,
-        (jobId, trainerId, version, samples, tensor) => {
+        fc.constantFrom(DataType.UNSPECIFIED, DataType.FLOAT32, DataType.FLOAT16, DataType.BFLOAT16),
+        (jobId, trainerId, version, samples, tensor, pullDtype) => {
           const message: PushChunk = {
             jobId,
             trainerId,
@@ -46,6 +55,7 @@ describe('tensor wire', () => {
             samples,
             tensor,
             pullWaitMs: samples % 3 === 0 ? 0 : samples,
+            pullDtype,
           };
           expect(PushChunk.decode(encodePushChunk(message))).toEqual(
             PushChunk.decode(PushChunk.encode(message).finish()),
@@ -129,5 +139,37 @@ describe('tensor wire', () => {
     const copied = new TensorAssembler().add(misaligned)!;
     expect(copied.bytes.buffer).not.toBe(shifted.buffer);
     expect(new Float32Array(copied.bytes.buffer, copied.bytes.byteOffset, 4)).toEqual(values);
+  });
+
+  it('tensor wire - a push or pull of float16 or bfloat16 tensors takes half the bytes of float32', () => {
+    const data = Float32Array.from({ length: 100_000 }, (_, i) => Math.sin(i) / 100);
+    const tensor = { name: 'dense/kernel', shape: [250, 400], data };
+    const pushBytes = (dtype: DataType) =>
+      [...tensorParts(tensor, undefined, dtype)]
+        .map((part) =>
+          encodePushChunk({
+            jobId: 'job-1',
+            trainerId: 'trainer-1',
+            version: 12345,
+            samples: 64,
+            tensor: part,
+            pullWaitMs: 30_000,
+            pullDtype: dtype,
+          }),
+        )
+        .reduce((n, m) => n + m.length, 0);
+    const pullBytes = (dtype: DataType) =>
+      [...tensorParts(tensor, undefined, dtype)]
+        .map((part) => encodePullChunk({ version: 12345, tensorCount: 1, tensor: part }))
+        .reduce((n, m) => n + m.length, 0);
+    for (const bytes of [pushBytes, pullBytes]) {
+      const full = bytes(DataType.FLOAT32);
+      expect(full).toBeGreaterThan(400_000);
+      for (const half of [DataType.FLOAT16, DataType.BFLOAT16]) {
+        // The data halves exactly; name, shape, header and alignment stay within 64 bytes.
+        expect(bytes(half)).toBeGreaterThanOrEqual(200_000);
+        expect(bytes(half)).toBeLessThanOrEqual(full / 2 + 64);
+      }
+    }
   });
 });

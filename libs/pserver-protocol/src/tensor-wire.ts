@@ -180,6 +180,7 @@ export function encodePushChunk(m: PushChunk): Buffer {
       varintField(3, m.version),
       varintField(4, m.samples),
       varintField(6, m.pullWaitMs),
+      varintField(7, m.pullDtype),
     ]),
     5,
     m.tensor,

@@ -14,7 +14,7 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { loadSimdKernelBackend } from '#libs/optimizer';
-import { ParameterServerClient, SHARD_VERSION_METADATA_KEY, type PullChunk } from '#libs/pserver-protocol';
+import { DataType, ParameterServerClient, SHARD_VERSION_METADATA_KEY, type PullChunk } from '#libs/pserver-protocol';
 import { KernelHeap } from '#libs/wasm-simd';
 import { startShards, type RunningShard } from '../test/in-process-shards.js';
 
@@ -215,7 +215,13 @@ describe('pserver over gRPC', () => {
     // four parts wait in the server, not serialized, while three steps replace the values.
     const raw = new ParameterServerClient(addresses[0], credentials.createInsecure());
     clients.push(raw);
-    const call = raw.pullParams({ jobId: 'job-1', trainerId: 'r', minVersion: 1, waitMs: 1_000 });
+    const call = raw.pullParams({
+      jobId: 'job-1',
+      trainerId: 'r',
+      minVersion: 1,
+      waitMs: 1_000,
+      dtype: DataType.FLOAT32,
+    });
     await once(call, 'readable');
     for (let i = 0; i < 3; i++) job.push('t', 0, 1, ones);
     expect(job.version).toBe(4);
@@ -345,7 +351,7 @@ describe('pserver over gRPC', () => {
     const wrongDtype = { name: 'dense/kernel', shape: [4, 3], data: new Float64Array(12) };
     await expect(
       direct.pushGradients({ jobId: 'job-1', trainerId: 't', version: 0, samples: 1, gradients: [wrongDtype] }),
-    ).rejects.toThrow(/expected float32, got float64/);
+    ).rejects.toThrow(/"dense\/kernel": cannot travel as float32: it holds float64/);
     expect((await direct.status('job-1')).jobs[0]).toMatchObject({ version: 0, pendingPushes: 0 });
     await expect(
       direct.pushGradients({ jobId: 'job-1', trainerId: 't', version: 0, samples: 1, gradients: good as never }),

@@ -21,8 +21,10 @@ import {
   SERVER_CHANNEL_OPTIONS,
   SHARD_VERSION_METADATA_KEY,
   TensorAssembler,
+  float32Values,
   tensorParts,
   typedArrayOf,
+  type DataType,
   type InitChunk,
   type NamedTensor,
   type ParameterServerServer,
@@ -38,6 +40,7 @@ import type { LineLogger } from '#libs/logging';
 import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
 import type { JobShard } from './job-shard.js';
 import type { ParameterShard } from './parameter-shard.js';
+import { requestedParamsType } from './push-validation.js';
 
 /** How long `stop` lets calls in flight finish before cutting them off. */
 export const GRPC_SHUTDOWN_GRACE_MS = 5_000;
@@ -228,7 +231,7 @@ export class PserverGrpcServer {
     const chunks = call.iterator({ destroyOnReturn: false }) as AsyncIterable<PushChunk>;
     const push = await this.receivePush(chunks, (err) => call.emit('error', this.toServiceError(err, 'PushPull')));
     if (!push) return;
-    const { job, header, reply } = push;
+    const { job, header, reply, paramsType } = push;
     const outcome = { pushVersion: reply.version, accepted: reply.accepted };
     call.write({ ...outcome, withParams: false, version: 0, tensorCount: 0 });
     const abort = new AbortController();
@@ -246,7 +249,7 @@ export class PserverGrpcServer {
       }
       const { version, tensors, release } = job.lease();
       try {
-        await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
+        await this.streamTensors(call, tensors, paramsType, abort.signal, (tensor) => ({
           ...outcome,
           withParams: true,
           version,
@@ -262,14 +265,15 @@ export class PserverGrpcServer {
   }
 
   /**
-   * Reads a push stream whole and hands its gradients to the job. Returns undefined after
-   * `refuse` was called with the error when anything is wrong (the rest of the stream is read
-   * and dropped).
+   * Reads a push stream whole and hands its gradients, decoded to float32 from the dtype each
+   * tensor says, to the job. Returns undefined after `refuse` was called with the error when
+   * anything is wrong (the rest of the stream is read and dropped). `paramsType` is what a
+   * push-pull's parameters are to travel in.
    */
   private async receivePush(
     call: AsyncIterable<PushChunk>,
     refuse: (err: unknown) => void,
-  ): Promise<{ job: JobShard; header: PushHeader; reply: PushReply } | undefined> {
+  ): Promise<{ job: JobShard; header: PushHeader; reply: PushReply; paramsType: DataType } | undefined> {
     let job: JobShard | undefined;
     let header: PushHeader | undefined;
     let assembler: TensorAssembler | undefined;
@@ -285,7 +289,9 @@ export class PserverGrpcServer {
               version: chunk.version,
               samples: chunk.samples,
               pullWaitMs: chunk.pullWaitMs,
+              pullDtype: chunk.pullDtype,
             };
+            requestedParamsType(chunk.pullDtype, 'pull_dtype');
             job = await this.shard.job(chunk.jobId);
             // Refuse a stale push before reading megabytes of it.
             job.checkPushVersion(chunk.version);
@@ -302,10 +308,13 @@ export class PserverGrpcServer {
       }
       if (failed) return undefined;
       if (!job || !header || !assembler) throw new InvalidRequestError('PushGradients', 'the stream carried no chunk');
-      const gradients = new Map(
-        assembler.finish().map((t) => [t.name, typedArrayOf(t.dtype, t.bytes) as Float32Array]),
-      );
-      return { job, header, reply: job.push(header.trainerId, header.version, header.samples, gradients) };
+      const gradients = new Map(assembler.finish().map((t) => [t.name, float32Values(t)]));
+      return {
+        job,
+        header,
+        reply: job.push(header.trainerId, header.version, header.samples, gradients),
+        paramsType: requestedParamsType(header.pullDtype, 'pull_dtype'),
+      };
     } catch (err) {
       if (!failed) refuse(err);
       return undefined;
@@ -318,6 +327,7 @@ export class PserverGrpcServer {
     const onCancel = () => abort.abort(new Error('pull cancelled by the client'));
     call.on('cancelled', onCancel);
     try {
+      const paramsType = requestedParamsType(req.dtype, 'dtype');
       const job = await this.shard.job(req.jobId);
       job.touch(req.trainerId);
       // A snapshot this shard has not reached yet (another shard announced it first) is waited for.
@@ -328,7 +338,7 @@ export class PserverGrpcServer {
       }
       const { version, tensors, release } = job.lease(req.snapshotVersion);
       try {
-        await this.streamTensors(call, tensors, abort.signal, (tensor) => ({
+        await this.streamTensors(call, tensors, paramsType, abort.signal, (tensor) => ({
           version,
           tensorCount: tensors.length,
           tensor,
@@ -345,18 +355,20 @@ export class PserverGrpcServer {
   }
 
   /**
-   * Streams tensors in parts, one message per part (`message(undefined)` alone when there are
-   * none), waiting for the client to drain, then ends the stream; stops quietly once aborted.
+   * Streams tensors in parts as `dtype`, one message per part (`message(undefined)` alone when
+   * there are none), waiting for the client to drain, then ends the stream; stops quietly once
+   * aborted.
    */
   private async streamTensors<M>(
     call: { write(message: M): boolean; end(): void } & EventEmitter,
     tensors: readonly NamedTensor<TensorArray>[],
+    dtype: DataType,
     signal: AbortSignal,
     message: (part: Tensor | undefined) => M,
   ): Promise<void> {
     if (tensors.length === 0) call.write(message(undefined));
     for (const t of tensors) {
-      for (const part of tensorParts(t, this.maxChunkBytes)) {
+      for (const part of tensorParts(t, this.maxChunkBytes, dtype)) {
         if (signal.aborted) return;
         if (!call.write(message(part))) {
           await Promise.race([once(call, 'drain'), once(signal, 'abort')]);
@@ -389,9 +401,9 @@ export class PserverGrpcServer {
 
 /**
  * Calls `release` once no message written to `call` can read the parameters it leased any more.
- * A message is a set of views of the leased arrays (`tensorParts` copies nothing) until grpc-js
- * serializes it, which it does, copying the bytes, before that write completes; writes queued
- * behind a slow client wait unserialized. So the lease ends when the call finished (every write
+ * A message is a set of views of the leased arrays (`tensorParts` copies nothing of parameters
+ * that travel as float32) until grpc-js serializes it, which it does, copying the bytes, before
+ * that write completes; writes queued behind a slow client wait unserialized. So the lease ends when the call finished (every write
  * completed), or was cancelled or destroyed (grpc-js then serializes nothing more).
  */
 function releaseOnceSent(call: Writable & { cancelled: boolean }, release: () => void): void {
@@ -438,6 +450,7 @@ interface PushHeader {
   version: number;
   samples: number;
   pullWaitMs: number;
+  pullDtype: DataType;
 }
 
 /** Every chunk of a stream must repeat the first chunk's header fields. */

@@ -1,4 +1,4 @@
-import { DataType, dataTypeName, elementCount, sameShape } from '#libs/pserver-protocol';
+import { DataType, dataTypeName, elementCount, isFloatWireType, sameShape } from '#libs/pserver-protocol';
 import {
   AlreadyInitializedError,
   GradientVersionError,
@@ -48,7 +48,10 @@ export class PushValidation {
     this.expectOwned(name, dtype, shape, 'init');
   }
 
-  /** Checks one gradient tensor's header: the shard must be initialised. */
+  /**
+   * Checks one gradient tensor's header: the shard must be initialised. A gradient may travel
+   * as float32, float16 or bfloat16 (each tensor says which); the shard decodes it to float32.
+   */
   gradientHeader(name: string, dtype: DataType, shape: readonly number[]): void {
     if (!this.params.initialized) throw new NotInitializedError(this.job.jobId, this.job.shard);
     this.expectOwned(name, dtype, shape, 'gradient');
@@ -99,8 +102,14 @@ export class PushValidation {
     if (initialized || this.ownership.known) {
       if (!expected) throw this.unknownParam(name, what);
     }
-    if (dtype !== DataType.FLOAT32) {
+    if (what === 'init' && dtype !== DataType.FLOAT32) {
       throw new InvalidTensorError(name, `${what} "${name}": expected float32, got ${dataTypeName(dtype)}`);
+    }
+    if (what === 'gradient' && !isFloatWireType(dtype)) {
+      throw new InvalidTensorError(
+        name,
+        `${what} "${name}": expected float32, float16 or bfloat16, got ${dataTypeName(dtype)}`,
+      );
     }
     if (expected && !sameShape(expected, shape)) {
       throw new InvalidTensorError(
@@ -117,6 +126,18 @@ export class PushValidation {
       `${what} "${name}" is not a parameter of shard ${this.job.shard} for job ${this.job.jobId} (its parameters: ${known.join(', ') || 'none'})`,
     );
   }
+}
+
+/**
+ * The element type parameters are to travel in, as a pull or push-pull asked in `field`: float32
+ * when unspecified, else float32, float16 or bfloat16; any other is refused.
+ */
+export function requestedParamsType(dtype: DataType, field: string): DataType {
+  if (dtype === DataType.UNSPECIFIED) return DataType.FLOAT32;
+  if (!isFloatWireType(dtype)) {
+    throw new InvalidRequestError(field, `expected float32, float16 or bfloat16, got ${dataTypeName(dtype)}`);
+  }
+  return dtype;
 }
 
 /** Refuses an empty trainer id, which every trainer call must carry. */

@@ -76,7 +76,13 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       createLearner: () => new TfjsLearner(),
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
-        const client = new ShardedPserverClient({ jobId: spec.id, trainerId: id, params, directory });
+        const client = new ShardedPserverClient({
+          jobId: spec.id,
+          trainerId: id,
+          params,
+          directory,
+          client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params } },
+        });
         return {
           client,
           close: () => {
