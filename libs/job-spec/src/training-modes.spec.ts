@@ -57,11 +57,14 @@ describe('training modes in the job spec', () => {
     ['ssp', 'stalenessAware', true, 'async'],
     ['local', 'maxStaleness', 0, 'ssp'],
     ['ssp', 'elasticAlpha', 0.1, 'local'],
-  ])('training modes - with mode %s, training.%s is refused as a field of another mode', (mode, field, value, owner) => {
-    expect(violationsOf(spec({ mode, [field]: value }))).toEqual([
-      { field: `training.${field}`, reason: `only applies to training.mode ${owner} (the mode is ${mode})` },
-    ]);
-  });
+  ])(
+    'training modes - with mode %s, training.%s is refused as a field of another mode',
+    (mode, field, value, owner) => {
+      expect(violationsOf(spec({ mode, [field]: value }))).toEqual([
+        { field: `training.${field}`, reason: `only applies to training.mode ${owner} (the mode is ${mode})` },
+      ]);
+    },
+  );
 
   it('training modes - backupTrainers must stay below the quorum', () => {
     expect(violationsOf(spec({ backupTrainers: 2 }, { trainers: { min: 2, max: 4 } }))).toEqual([
@@ -71,7 +74,10 @@ describe('training modes in the job spec', () => {
       },
     ]);
     expect(violationsOf(spec({ backupTrainers: 1 }))).toEqual([
-      expect.objectContaining({ field: 'training.backupTrainers', reason: expect.stringContaining('trainers.min (1)') }),
+      expect.objectContaining({
+        field: 'training.backupTrainers',
+        reason: expect.stringContaining('trainers.min (1)'),
+      }),
     ]);
   });
 

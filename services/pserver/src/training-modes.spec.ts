@@ -126,10 +126,14 @@ describe('training modes on a job shard', () => {
     const job = makeJob(training, ['a']);
     job.push('a', 0, 1, w(1, -1));
     job.push('a', 1, 1, w(0.5, 0.5));
-    const twin = JobShard.fromCheckpoint(job.capture(), { shard: 0, settings: job.settings }, {
-      version: job.version,
-      members: job.members(),
-    });
+    const twin = JobShard.fromCheckpoint(
+      job.capture(),
+      { shard: 0, settings: job.settings },
+      {
+        version: job.version,
+        members: job.members(),
+      },
+    );
     expect(twin.version).toBe(job.version);
     expect(values(twin)).toEqual(values(job));
     // The recovery step of a job that steps by rounds takes the first push at once.
