@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { encodeExampleValues } from '#libs/dataset';
-import { TfjsLearner, decodeBatch, type Batch, type LearnerSpec, type PlainTensor } from '#libs/learner';
+import {
+  TfjsLearner,
+  decodeBatch,
+  type Batch,
+  type LearnerSpec,
+  type PlainTensor,
+  type TfjsLearnerOptions,
+} from '#libs/learner';
 import { ShardedPserverClient } from '#libs/pserver-client';
 import { startShards, type RunningShard } from '../services/pserver/test/in-process-shards.js';
 import { seededRandom, TINY_CLASSES, TINY_FEATURES } from './support/tiny-dataset.js';
@@ -31,8 +38,8 @@ const OPTIMIZERS = {
   sgd: { type: 'sgd', learningRate: 0.5 },
   adam: { type: 'adam', learningRate: 0.01 },
 } as const;
-const SPEC_JSON = (optimizer: keyof typeof OPTIMIZERS, min: number) =>
-  JSON.stringify({ optimizer: OPTIMIZERS[optimizer], trainers: { min } });
+const SPEC_JSON = (optimizer: keyof typeof OPTIMIZERS, min: number, training: object = {}) =>
+  JSON.stringify({ optimizer: OPTIMIZERS[optimizer], trainers: { min }, training });
 
 /** 2b examples for each step, the same for both runs. */
 function stepBatches(): Uint8Array[][] {
@@ -51,8 +58,9 @@ async function trainer(
   shards: RunningShard[],
   jobId: string,
   id: string,
+  options: TfjsLearnerOptions = {},
 ): Promise<{ learner: TfjsLearner; client: ShardedPserverClient }> {
-  const learner = new TfjsLearner();
+  const learner = new TfjsLearner(options);
   await learner.initialize(LEARNER_SPEC);
   const params = await learner.getParams();
   const client = ShardedPserverClient.fromAddresses(
@@ -146,6 +154,61 @@ describe('sync SGD with real learners', () => {
       const init = await fresh.getParams();
       fresh.shutdown();
       init.forEach((p, i) => p.data.forEach((v, j) => (moved = Math.max(moved, Math.abs(v - one.tensors[i].data[j])))));
+      expect(moved).toBeGreaterThan(1e-2);
+    },
+  );
+
+  /**
+   * The other modes that step by rounds reduce to sync SGD at their limits: `ssp` with
+   * `maxStaleness` 0 (every push is for the version its parameters have), and `local` with one
+   * local SGD step per round and the deltas averaged (each delta is -learningRate times the
+   * trainer's gradient, so their average added is the sync step). Unequal shares check that both
+   * weigh the trainers by their examples.
+   */
+  test.each([
+    { mode: 'ssp', training: { mode: 'ssp', maxStaleness: 0 }, learner: {} },
+    {
+      mode: 'local',
+      training: { mode: 'local', localSteps: 1, localSync: true },
+      learner: { mode: 'delta', localLearningRate: OPTIMIZERS.sgd.learningRate },
+    },
+  ] as const)(
+    'sync sgd - $mode at its sync limit gives the parameters of sync with 2 trainers of 10 and 22 examples',
+    async ({ mode, training, learner }) => {
+      const batches = stepBatches();
+      const pair = async (jobId: string, spec: string, options: TfjsLearnerOptions) => {
+        const a = await trainer(shards, jobId, 'a', options);
+        const b = await trainer(shards, jobId, 'b', options);
+        await Promise.all([
+          a.client.initialize(spec, () => a.learner.getParams(), { pollMs: 10 }),
+          b.client.initialize(spec, () => b.learner.getParams(), { pollMs: 10 }),
+        ]);
+        await Promise.all([a.client.join(), b.client.join()]);
+        await Promise.all([train(a, (r) => r.slice(0, 10), batches), train(b, (r) => r.slice(10), batches)]);
+        const pulled = await a.client.pullParams(STEPS);
+        for (const t of [a, b]) {
+          t.client.close();
+          t.learner.shutdown();
+        }
+        return pulled;
+      };
+      const sync = await pair(`sync-limit-${mode}`, SPEC_JSON('sgd', 2), {});
+      const other = await pair(`${mode}-limit`, SPEC_JSON('sgd', 2, training), learner);
+      expect(other.versions.every((v) => v === STEPS)).toBe(true);
+      let maxDiff = 0;
+      sync.tensors.forEach((t, i) =>
+        t.data.forEach((v, j) => (maxDiff = Math.max(maxDiff, Math.abs(v - other.tensors[i].data[j])))),
+      );
+      expect(maxDiff).toBeLessThanOrEqual(1e-5);
+      // The models moved away from their common initialisation, so the comparison means something.
+      const fresh = new TfjsLearner();
+      await fresh.initialize(LEARNER_SPEC);
+      const init = await fresh.getParams();
+      fresh.shutdown();
+      let moved = 0;
+      init.forEach((p, i) =>
+        p.data.forEach((v, j) => (moved = Math.max(moved, Math.abs(v - sync.tensors[i].data[j])))),
+      );
       expect(moved).toBeGreaterThan(1e-2);
     },
   );

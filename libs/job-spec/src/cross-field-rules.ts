@@ -2,6 +2,7 @@ import type { JobSpecViolation } from './errors.js';
 import { isRecord } from './field-path.js';
 import { resolveTopology } from './layers-topology.js';
 import { cnnInputShape, maxCnnLayers } from './model-input.js';
+import { trainingModeViolations } from './training-modes.js';
 
 /**
  * A rule relating several fields, which the JSON Schema cannot express. Rules run on the spec
@@ -18,6 +19,7 @@ const RULES: readonly CrossFieldRule[] = [
   accuracyNeedsClasses,
   stopTargetInMetricRange,
   shuffleBufferNeedsShuffle,
+  trainingModeViolations,
 ];
 
 /** Every cross-field violation of a (possibly invalid) spec. */

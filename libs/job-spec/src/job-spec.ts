@@ -101,8 +101,13 @@ export interface AdamOptimizerSpec {
 /** How the parameter servers turn gradients into updates; `type` tells the kinds apart. */
 export type OptimizerSpec = SgdOptimizerSpec | MomentumOptimizerSpec | AdamOptimizerSpec;
 
-/** `sync`: one step per model version once every live trainer reported; `async`: apply each gradient as it comes. */
-export type TrainingMode = 'sync' | 'async';
+/**
+ * `sync`: one step per model version once every live trainer (but `backupTrainers`) reported;
+ * `async`: apply each gradient as it comes; `ssp`: sync steps that trainers may run ahead of by
+ * up to `maxStaleness` versions; `local`: trainers push parameter deltas after `localSteps`
+ * local SGD steps.
+ */
+export type TrainingMode = 'sync' | 'async' | 'ssp' | 'local';
 
 /** When a claimed task counts as lost: after max(floorMs, multiplier x mean task time). */
 export interface TaskTimeoutSpec {
@@ -113,6 +118,18 @@ export interface TaskTimeoutSpec {
 /** How work is cut up and handed out, and how failures are tolerated. */
 export interface TrainingSpec {
   mode: TrainingMode;
+  /** sync only (then present): trainers a step does not wait for; their late gradients are dropped. */
+  backupTrainers?: number;
+  /** async only (then present): scale each gradient's learning rate by 1 / max(1, its staleness). */
+  stalenessAware?: boolean;
+  /** ssp only (then present): versions a trainer's parameters may lag the version its gradient counts in. */
+  maxStaleness?: number;
+  /** local only (then present): local SGD steps between two pushes of a parameter delta. */
+  localSteps?: number;
+  /** local only (then present): average the deltas of a round (true) or add each as it comes (false). */
+  localSync?: boolean;
+  /** local only, optional: elastic averaging (EASGD) with this moving rate. */
+  elasticAlpha?: number;
   /** Examples per minibatch; one gradient push per minibatch. */
   batchSize: number;
   /** RecordIO chunks per task. */

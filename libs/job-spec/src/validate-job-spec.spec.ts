@@ -90,6 +90,7 @@ describe('job spec validation', () => {
       optimizer: { type: 'sgd', learningRate: 0.1 },
       training: {
         mode: 'sync',
+        backupTrainers: 0,
         batchSize: 16,
         chunksPerTask: 1,
         maxTaskFailures: 3,

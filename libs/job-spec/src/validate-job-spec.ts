@@ -9,6 +9,7 @@ import type { JobSpec } from './job-spec.js';
 import { resolveTopology } from './layers-topology.js';
 import { defaultMetric } from './objective.js';
 import { schemaViolations } from './schema-violations.js';
+import { applyTrainingModeDefaults } from './training-modes.js';
 
 interface CompiledSchema {
   readonly validate: ValidateFunction;
@@ -82,6 +83,7 @@ function applyMetricDefault(document: unknown): void {
 
 function normalize(document: Record<string, unknown>): JobSpec {
   delete document['$schema'];
+  applyTrainingModeDefaults(document['training'] as Record<string, unknown>);
   const model = document['model'] as Record<string, unknown>;
   if (Object.hasOwn(model, 'topology')) {
     model['topology'] = resolveTopology(model['topology']);

@@ -238,7 +238,7 @@ export class PserverGrpcServer {
     const onCancel = () => abort.abort(new Error('push-pull cancelled by the client'));
     call.on('cancelled', onCancel);
     try {
-      const target = job.settings.mode === 'sync' ? header.version + 1 : reply.version;
+      const target = job.nextWanted(header.version, reply.version);
       try {
         job.wants(target);
         await job.waitForVersion(target, header.pullWaitMs, abort.signal);

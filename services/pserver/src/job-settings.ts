@@ -4,6 +4,7 @@ import {
   type OptimizerHyperparams,
   type OptimizerKernel,
 } from '#libs/optimizer';
+import { DEFAULT_TRAINING_MODE, TRAINING_MODE_FIELDS, type TrainingMode } from '#libs/job-spec';
 import { InvalidRequestError } from './errors.js';
 
 /** Evaluation snapshot interval when the spec gives none (the job spec's default). */
@@ -17,10 +18,24 @@ export const DEFAULT_CHECKPOINTS_KEPT = 2;
 export interface ShardJobSettings {
   kernel: OptimizerKernel;
   hyper: OptimizerHyperparams;
-  /** `sync`: one step per version once the quorum pushed; `async`: every push is a step. */
-  mode: 'sync' | 'async';
+  /**
+   * `sync`: one step per version once the quorum pushed; `async`: every push is a step; `ssp`:
+   * sync, with pushes taken up to `maxStaleness` versions ahead; `local`: pushes are parameter
+   * deltas, added per round (`localSync`) or as they come.
+   */
+  mode: TrainingMode;
   /** Trainers whose pushes a synchronous step waits for, when that many are members. */
   minTrainers: number;
+  /** `sync`: counted members a step does not wait for; 0 in other modes. */
+  backupTrainers: number;
+  /** `async`: a push `s` versions old is applied with the learning rate divided by max(1, s). */
+  stalenessAware: boolean;
+  /** `ssp`: versions past the open one a push may count in; 0 in other modes. */
+  maxStaleness: number;
+  /** `local`: deltas are averaged over a round, as in sync; false in other modes. */
+  localSync: boolean;
+  /** `local`: elastic averaging; a round adds the sum of the pushes rather than their average. */
+  elastic: boolean;
   /** Keep a snapshot for the evaluator every this many versions. */
   evaluationEverySteps: number;
   /** Checkpoint every this many steps; undefined: by time only. */
@@ -69,7 +84,43 @@ function optionalNumber(obj: Json, path: string, key: string): number | undefine
 }
 
 /**
- * Reads the settings a shard needs from a job spec's JSON (`optimizer`, `training.mode`,
+ * True when the job steps by rounds through the barrier (`sync`, `ssp`, `local` with
+ * `localSync`): one step per version once the quorum pushed for it. Otherwise every push is a
+ * step of its own.
+ */
+export function stepsByRound(settings: Pick<ShardJobSettings, 'mode' | 'localSync'>): boolean {
+  return settings.mode === 'sync' || settings.mode === 'ssp' || settings.localSync;
+}
+
+type ModeSettings = Pick<
+  ShardJobSettings,
+  'mode' | 'backupTrainers' | 'stalenessAware' | 'maxStaleness' | 'localSync' | 'elastic'
+>;
+
+/** The settings of the job's training mode; the fields of other modes are ignored. */
+function modeSettings(training: Json, mode: TrainingMode): ModeSettings {
+  const defaults: Record<string, unknown> = TRAINING_MODE_FIELDS[mode];
+  const own: Json = Object.fromEntries(Object.keys(defaults).map((k) => [k, training[k] ?? defaults[k]]));
+  return {
+    mode,
+    backupTrainers: mode === 'sync' ? positiveInteger(own, 'training', 'backupTrainers', 0, 0)! : 0,
+    stalenessAware: mode === 'async' && booleanField(own, 'training', 'stalenessAware'),
+    maxStaleness: mode === 'ssp' ? positiveInteger(own, 'training', 'maxStaleness', 0, 0)! : 0,
+    localSync: mode === 'local' && booleanField(own, 'training', 'localSync'),
+    elastic: mode === 'local' && optionalNumber(own, 'training', 'elasticAlpha') !== undefined,
+  };
+}
+
+function booleanField(obj: Json, path: string, key: string): boolean {
+  const v = obj[key];
+  if (typeof v !== 'boolean') {
+    throw new InvalidRequestError(`spec_json.${path}.${key}`, `expected true or false, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/**
+ * Reads the settings a shard needs from a job spec's JSON (`optimizer`, `training.mode` and its fields,
  * `trainers.min`, `evaluation.everySteps`, `checkpoint`), applying the job spec's defaults to
  * absent fields. Anything unusable is an `InvalidRequestError` naming the field.
  */
@@ -105,9 +156,12 @@ export function parseJobSettings(specJson: string): ShardJobSettings {
     throw new InvalidRequestError('spec_json.optimizer', (cause as Error).message, { cause });
   }
   const training = section(root, 'training');
-  const mode = training.mode ?? 'sync';
-  if (mode !== 'sync' && mode !== 'async') {
-    throw new InvalidRequestError('spec_json.training.mode', `expected "sync" or "async", got ${JSON.stringify(mode)}`);
+  const mode = training.mode ?? DEFAULT_TRAINING_MODE;
+  if (typeof mode !== 'string' || !Object.hasOwn(TRAINING_MODE_FIELDS, mode)) {
+    throw new InvalidRequestError(
+      'spec_json.training.mode',
+      `expected one of ${Object.keys(TRAINING_MODE_FIELDS).join(', ')}, got ${JSON.stringify(mode)}`,
+    );
   }
   const checkpoint = section(root, 'checkpoint');
   const everySeconds = optionalNumber(checkpoint, 'checkpoint', 'everySeconds') ?? DEFAULT_CHECKPOINT_EVERY_SECONDS;
@@ -115,7 +169,7 @@ export function parseJobSettings(specJson: string): ShardJobSettings {
   return {
     kernel,
     hyper,
-    mode,
+    ...modeSettings(training, mode as TrainingMode),
     minTrainers: positiveInteger(section(root, 'trainers'), 'trainers', 'min', 1)!,
     evaluationEverySteps: positiveInteger(
       section(root, 'evaluation'),

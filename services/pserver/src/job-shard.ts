@@ -2,9 +2,9 @@ import type { DataType, TensorInfo } from '#libs/pserver-protocol';
 import { defaultKernelBackend, type KernelBackend } from '#libs/optimizer';
 import type { CheckpointData } from './checkpoint.js';
 import { AlreadyInitializedError, NotInitializedError, ShardClosingError, SnapshotNotRetainedError } from './errors.js';
-import { takeStep } from './gradient-step.js';
+import { addDeltas, takeStep } from './gradient-step.js';
 import { INIT_LEASE_MS, InitElection, type InitElectionResult } from './init-election.js';
-import type { ShardJobSettings } from './job-settings.js';
+import { stepsByRound, type ShardJobSettings } from './job-settings.js';
 import { ParameterOwnership } from './parameter-ownership.js';
 import type { ProgressRecord, RecordedMember } from './progress-record.js';
 import { PushValidation, requireTrainer } from './push-validation.js';
@@ -100,9 +100,13 @@ export class JobShard {
     this.params = new ShardParameters(options.firstVersion ?? 0, kernels);
     this.ownership = new ParameterOwnership(jobId, shard);
     this.election = new InitElection({ jobId, shard, leaseMs: options.initLeaseMs ?? INIT_LEASE_MS, now });
-    this.barrier = new SyncBarrier(settings.minTrainers, kernels);
+    this.barrier = new SyncBarrier(settings.minTrainers, kernels, settings.backupTrainers);
     this.membership = new ShardMembership(this.barrier, now);
-    this.validation = new PushValidation({ jobId, shard, mode: settings.mode }, this.params, this.ownership);
+    this.validation = new PushValidation(
+      { jobId, shard, byRound: stepsByRound(settings), maxAhead: settings.maxStaleness },
+      this.params,
+      this.ownership,
+    );
     this.waiters = new VersionWaiters(jobId, shard, this.params);
   }
 
@@ -251,11 +255,13 @@ export class JobShard {
   }
 
   /**
-   * Takes one trainer's gradients for `version`. In synchronous mode they join the open
-   * version's sum (a second push by the same trainer for the same version is ignored and
-   * answered `accepted: false`) and the step happens once the quorum is complete; in
-   * asynchronous mode they are applied at once. Every gradient of this shard must be present,
-   * with the parameter's shape and finite values.
+   * Takes one trainer's gradients (or, in `local` mode, parameter deltas) for `version`. When
+   * the job steps by rounds (`stepsByRound`) they join the sum of that version (the open one,
+   * or in `ssp` one up to `maxStaleness` ahead; a second push by the same trainer for the same
+   * version is ignored and answered `accepted: false`) and the step happens once the quorum is
+   * complete; otherwise they are applied at once, a staleness-aware asynchronous push with its
+   * learning rate divided by how many versions old it is. Every tensor of this shard must be
+   * present, with the parameter's shape and finite values.
    */
   push(
     trainerId: string,
@@ -267,13 +273,16 @@ export class JobShard {
     if (this.params.disposed) throw new ShardClosingError(this.shard);
     this.validation.push(version, samples, gradients);
     this.touch(trainerId);
-    if (this.settings.mode === 'async') {
-      this.step(gradients);
+    if (!stepsByRound(this.settings)) {
+      const staleness = this.version - version;
+      this.step(gradients, this.settings.stalenessAware ? 1 / Math.max(1, staleness) : 1);
       return { version: this.version, accepted: true };
     }
-    if (this.barrier.hasContributed(trainerId)) return { version: this.version, accepted: false };
+    const ahead = version - this.version;
+    if (this.barrier.hasContributed(trainerId, ahead)) return { version: this.version, accepted: false };
     this.timing.opened();
-    this.barrier.add(trainerId, samples, gradients);
+    // Elastic differences are summed, each trainer's alike (see `stepRound`).
+    this.barrier.add(trainerId, this.settings.elastic ? 1 : samples, gradients, ahead);
     this.maybeStep();
     return { version: this.version, accepted: true };
   }
@@ -285,8 +294,16 @@ export class JobShard {
    */
   wants(minVersion: number): void {
     if (this.params.disposed || !this.initialized || !this.recovery.stepsForPull(this.version, minVersion)) return;
-    this.recovery.close();
-    this.step(this.barrier.pending > 0 ? this.barrier.take().average : undefined);
+    this.stepRound();
+  }
+
+  /**
+   * The version a trainer that pushed for `pushed` needs next, the shard being at `current`
+   * after the push: by rounds, the step of its version (in `ssp`, the oldest one it may compute
+   * its next version on); otherwise the version after its push.
+   */
+  nextWanted(pushed: number, current: number): number {
+    return stepsByRound(this.settings) ? pushed + 1 - this.settings.maxStaleness : current;
   }
 
   /** Mean milliseconds per step of the barrier and the update since the last call. */
@@ -392,7 +409,7 @@ export class JobShard {
     this.params.install(resumed.params, resumed.version);
     this.ownership.restore(resumed.params);
     this.membership.restore(resumed.members, resumed.version + 1);
-    if (this.settings.mode === 'sync') this.recovery.open(resumed.version);
+    if (stepsByRound(this.settings)) this.recovery.open(resumed.version);
   }
 
   /** Refuses a call that needs the parameters before they are installed or after `dispose`. */
@@ -406,18 +423,37 @@ export class JobShard {
     return this.initialized ? this.version + 1 : 0;
   }
 
+  /** Takes the steps the barrier is ready for: one, or in `ssp` those of later versions too. */
   private maybeStep(): void {
-    if (!this.initialized || this.params.disposed) return;
-    const recovering = this.recovery.stepsWithoutQuorum(this.version, this.barrier.pending);
-    if (!recovering && !this.barrier.ready(this.version)) return;
-    const { average } = this.barrier.take();
-    this.recovery.close();
-    this.step(average);
+    for (;;) {
+      if (!this.initialized || this.params.disposed) return;
+      const recovering = this.recovery.stepsWithoutQuorum(this.version, this.barrier.pending);
+      if (!recovering && !this.barrier.ready(this.version)) return;
+      this.stepRound();
+    }
   }
 
-  /** One step (`gradient-step.ts`), then what follows a new version: snapshot, waiters, hooks. */
-  private step(gradients: ReadonlyMap<string, Float32Array> | undefined): void {
-    const version = this.timing.update(() => takeStep(this.params, gradients, this.settings));
+  /**
+   * Steps with the open version's contributions (none: the version only advances). An elastic
+   * round moves the center by the sum of the trainers' elastic differences, the others by
+   * their average.
+   */
+  private stepRound(): void {
+    const { average, contributors } = this.barrier.take();
+    this.recovery.close();
+    this.step(average.size > 0 ? average : undefined, this.settings.elastic ? contributors.length : 1);
+  }
+
+  /**
+   * One step (`gradient-step.ts`: an optimizer step, or in `local` mode a delta added, either
+   * scaled by `scale`), then what follows a new version: snapshot, waiters, hooks.
+   */
+  private step(updates: ReadonlyMap<string, Float32Array> | undefined, scale = 1): void {
+    const version = this.timing.update(() =>
+      this.settings.mode === 'local'
+        ? addDeltas(this.params, updates, scale)
+        : takeStep(this.params, updates, this.settings, scale),
+    );
     if (SnapshotStore.due(version, this.settings.evaluationEverySteps)) {
       this.snapshots.add(this.read());
       this.hooks.onSnapshot?.(this, version);

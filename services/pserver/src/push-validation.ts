@@ -6,7 +6,6 @@ import {
   InvalidTensorError,
   NotInitializedError,
 } from './errors.js';
-import type { ShardJobSettings } from './job-settings.js';
 import type { ParameterOwnership } from './parameter-ownership.js';
 import type { ShardParameters } from './shard-parameters.js';
 
@@ -14,7 +13,10 @@ import type { ShardParameters } from './shard-parameters.js';
 export interface ValidatedJob {
   jobId: string;
   shard: number;
-  mode: ShardJobSettings['mode'];
+  /** Steps by rounds (`stepsByRound`): a push for a version already stepped is stale. */
+  byRound: boolean;
+  /** Versions past the shard's a push may be for (`ssp`'s `maxStaleness`; else 0). */
+  maxAhead: number;
 }
 
 /**
@@ -31,13 +33,13 @@ export class PushValidation {
   ) {}
 
   /**
-   * Refuses a push for a version the shard cannot take: a later one, or in synchronous mode an
-   * earlier one; any push before initialisation.
+   * Refuses a push for a version the shard cannot take: one more than `maxAhead` past the
+   * shard's, or when the job steps by rounds an earlier one; any push before initialisation.
    */
   version(pushed: number): void {
     if (!this.params.initialized) throw new NotInitializedError(this.job.jobId, this.job.shard);
     const v = this.params.version;
-    if (pushed > v || (this.job.mode === 'sync' && pushed < v)) {
+    if (pushed > v + this.job.maxAhead || (this.job.byRound && pushed < v)) {
       throw new GradientVersionError(this.job.jobId, pushed, v);
     }
   }

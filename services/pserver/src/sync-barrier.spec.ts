@@ -115,4 +115,58 @@ describe('sync barrier', () => {
       ),
     );
   });
+
+  it('sync barrier - with backup trainers the step waits for all counted members but that many', () => {
+    const b = new SyncBarrier(3, undefined, 1);
+    for (const id of ['a', 'b', 'c']) b.join(id, 0);
+    b.add('a', 1, grads([1]));
+    expect(b.ready(0)).toBe(false);
+    b.add('b', 1, grads([3]));
+    expect(b.ready(0)).toBe(true);
+    expect(b.take().contributors).toEqual(['a', 'b']);
+    // Two leave: the one left steps alone.
+    b.leave('b');
+    b.leave('c');
+    b.add('a', 1, grads([1]));
+    expect(b.ready(1)).toBe(true);
+  });
+
+  it('sync barrier - contributions ahead wait for their version, and a member that moved past the open one is not waited for', () => {
+    const b = new SyncBarrier(2);
+    b.join('a', 0);
+    b.join('b', 0);
+    b.add('a', 1, grads([1]));
+    b.add('a', 1, grads([10]), 1);
+    expect(b.hasContributed('a', 1)).toBe(true);
+    expect(b.ready(0)).toBe(false);
+    b.add('b', 1, grads([3]));
+    expect(b.ready(0)).toBe(true);
+    expect(Array.from(b.take().average.get('w')!)).toEqual([2]);
+    // Version 1 is now the open one, holding a's contribution.
+    expect(b.pending).toBe(1);
+    expect(b.ready(1)).toBe(false);
+    b.add('b', 1, grads([20]));
+    expect(Array.from(b.take().average.get('w')!)).toEqual([15]);
+    // b skipped version 2: once a leaves, version 2 steps with nothing, then 3 with b's.
+    b.add('b', 1, grads([7]), 1);
+    expect(b.ready(2)).toBe(false);
+    b.leave('a');
+    expect(b.ready(2)).toBe(true);
+    expect(b.take().average.size).toBe(0);
+    expect(b.ready(3)).toBe(true);
+    const last = b.take();
+    expect(last.contributors).toEqual(['b']);
+    expect(Array.from(last.average.get('w')!)).toEqual([7]);
+    expect(b.take()).toMatchObject({ samples: 0, contributors: [] });
+  });
+
+  it('sync barrier - an empty open version waits while no member has moved past it', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    b.add('stranger', 1, grads([1]), 1);
+    expect(b.ready(0)).toBe(false);
+    b.add('a', 1, grads([1]), 2);
+    expect(b.ready(0)).toBe(true);
+    expect(b.take().average.size).toBe(0);
+  });
 });

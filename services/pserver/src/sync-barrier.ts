@@ -1,8 +1,15 @@
 import { defaultKernelBackend, type GradientSum, type KernelBackend } from '#libs/optimizer';
 
+/** The contributions to one round (model version) of the barrier. */
+interface Round {
+  readonly contributors: Set<string>;
+  readonly sums: Map<string, GradientSum>;
+  samples: number;
+}
+
 /**
- * The quorum of synchronous SGD for one shard of one job, and the gradient sum of the open
- * version.
+ * The quorum of synchronous SGD for one shard of one job, and the gradient sums of the open
+ * version and, in bounded-staleness mode, of the versions after it.
  *
  * - A trainer that joins counts in the quorum from the version it is told (`countedFrom`,
  *   normally the one after the open version), so a newcomer never holds up a step that the
@@ -10,8 +17,13 @@ import { defaultKernelBackend, type GradientSum, type KernelBackend } from '#lib
  * - A trainer that leaves (or lapses) stops counting at once, which can complete the open step.
  * - Gradients for the open version are added whoever sends them: a non-member, or a member not
  *   counted yet, still contributes.
- * - The step is ready when every counted member has contributed, at least one contribution
- *   exists, and at least `min(minContributors, members)` trainers contributed.
+ * - Gradients may also be added `ahead` versions past the open one (bounded staleness): each
+ *   later version has its own sum, which becomes the open one as the steps before it are taken.
+ *   A member that contributed to a later version has moved past the open one and is not waited
+ *   for there; when every counted member has, the open version steps with no contribution.
+ * - The step is ready when every counted member but `backupTrainers` has contributed (or moved
+ *   past), at least one trainer did, and at least `min(minContributors, members) -
+ *   backupTrainers` trainers did.
  * - The gradients are averaged weighted by examples: `sum(g_i * n_i) / sum(n_i)`, summed in
  *   float64 (by the kernel backend's gradient sums: SIMD128 over the kernel heap, or plain
  *   loops), so the average is rounded to float32 once whichever runs. The sums and the average
@@ -20,17 +32,20 @@ import { defaultKernelBackend, type GradientSum, type KernelBackend } from '#lib
 export class SyncBarrier {
   /** Member id → first version whose quorum includes it. */
   private readonly members = new Map<string, number>();
-  private readonly contributors = new Set<string>();
-  private readonly sums = new Map<string, GradientSum>();
+  /** The open version's contributions first, then those of each later version. */
+  private readonly rounds: Round[] = [];
+  /** Emptied rounds, whose sums are reused. */
+  private readonly spare: Round[] = [];
   /** The average of each parameter, written by `take`. */
   private readonly averages = new Map<string, Float32Array>();
-  private samples = 0;
 
   constructor(
     /** Contributions a step waits for while at least that many trainers are members. */
     private readonly minContributors = 1,
     /** Where the sums run and live. */
     private readonly kernels: KernelBackend = defaultKernelBackend(),
+    /** Counted members a step does not wait for (the backup workers of synchronous SGD). */
+    private readonly backupTrainers = 0,
   ) {}
 
   /**
@@ -64,79 +79,106 @@ export class SyncBarrier {
     return [...this.members].map(([trainerId, countedFrom]) => ({ trainerId, countedFrom }));
   }
 
-  /** True when `trainerId` already contributed to the open version. */
-  hasContributed(trainerId: string): boolean {
-    return this.contributors.has(trainerId);
+  /** True when `trainerId` already contributed to the version `ahead` past the open one. */
+  hasContributed(trainerId: string, ahead = 0): boolean {
+    return this.rounds[ahead]?.contributors.has(trainerId) ?? false;
   }
 
   /** Number of contributions to the open version. */
   get pending(): number {
-    return this.contributors.size;
+    return this.rounds[0]?.contributors.size ?? 0;
   }
 
   /**
-   * Adds one trainer's gradients, weighted by `samples`. The caller has checked names, sizes and
-   * values; every contribution must carry the same parameters.
+   * Adds one trainer's gradients, weighted by `samples`, to the version `ahead` past the open
+   * one. The caller has checked names, sizes and values; every contribution must carry the same
+   * parameters.
    */
-  add(trainerId: string, samples: number, gradients: ReadonlyMap<string, Float32Array>): void {
-    if (this.contributors.has(trainerId)) throw new Error(`trainer ${trainerId} already contributed`);
+  add(trainerId: string, samples: number, gradients: ReadonlyMap<string, Float32Array>, ahead = 0): void {
+    const round = this.round(ahead);
+    if (round.contributors.has(trainerId)) throw new Error(`trainer ${trainerId} already contributed`);
     for (const [name, g] of gradients) {
-      let sum = this.sums.get(name);
+      let sum = round.sums.get(name);
       if (!sum) {
         sum = this.kernels.gradientSum(g.length);
-        this.sums.set(name, sum);
+        round.sums.set(name, sum);
       }
       sum.add(g, samples);
     }
-    this.contributors.add(trainerId);
-    this.samples += samples;
+    round.contributors.add(trainerId);
+    round.samples += samples;
   }
 
   /** True when the open version (`version`) can step; see the class comment. */
   ready(version: number): boolean {
-    if (this.contributors.size === 0) return false;
-    if (this.contributors.size < Math.min(this.minContributors, this.members.size)) return false;
+    const open = this.rounds[0]?.contributors ?? new Set<string>();
+    const later = this.rounds.slice(1);
+    const movedOn = (id: string) => later.some((r) => r.contributors.has(id));
+    let reached = open.size;
+    let missing = 0;
     for (const [id, countedFrom] of this.members) {
-      if (countedFrom <= version && !this.contributors.has(id)) return false;
+      if (open.has(id)) continue;
+      if (movedOn(id)) reached += 1;
+      else if (countedFrom <= version) missing += 1;
     }
-    return true;
+    if (missing > this.backupTrainers) return false;
+    return reached >= Math.max(1, Math.min(this.minContributors, this.members.size) - this.backupTrainers);
   }
 
   /**
-   * The weighted average of the contributions, which are then cleared for the next version.
-   * The average arrays belong to the barrier: they are valid until the next `take` or
-   * `dispose`, long enough for the step that applies them.
+   * The weighted average of the open version's contributions (empty when there were none),
+   * which are then cleared; the next version becomes the open one. The average arrays belong to
+   * the barrier: they are valid until the next `take` or `dispose`, long enough for the step
+   * that applies them.
    */
   take(): { average: Map<string, Float32Array>; samples: number; contributors: string[] } {
+    const round = this.rounds.shift();
     const average = new Map<string, Float32Array>();
-    for (const [name, sum] of this.sums) {
+    if (round === undefined) return { average, samples: 0, contributors: [] };
+    for (const [name, sum] of round.sums) {
       if (sum.contributions === 0) continue;
       let avg = this.averages.get(name);
       if (!avg) {
         avg = this.kernels.allocate(sum.length);
         this.averages.set(name, avg);
       }
-      sum.averageInto(avg, this.samples);
+      sum.averageInto(avg, round.samples);
       average.set(name, avg);
     }
-    const result = { average, samples: this.samples, contributors: [...this.contributors] };
-    this.clear();
+    const result = { average, samples: round.samples, contributors: [...round.contributors] };
+    this.empty(round);
+    this.spare.push(round);
     return result;
   }
 
-  /** Drops the contributions to the open version. */
+  /** Drops the contributions to every version. */
   clear(): void {
-    for (const sum of this.sums.values()) sum.reset();
-    this.contributors.clear();
-    this.samples = 0;
+    for (const round of this.rounds.splice(0)) {
+      this.empty(round);
+      this.spare.push(round);
+    }
   }
 
   /** Drops the contributions and gives the sums' and averages' memory back. */
   dispose(): void {
     this.clear();
-    for (const sum of this.sums.values()) sum.free();
+    for (const round of this.spare.splice(0)) for (const sum of round.sums.values()) sum.free();
     for (const avg of this.averages.values()) this.kernels.free(avg);
-    this.sums.clear();
     this.averages.clear();
+  }
+
+  /** The round `ahead` versions past the open one, made (from a spare one) when missing. */
+  private round(ahead: number): Round {
+    if (!Number.isInteger(ahead) || ahead < 0) throw new Error(`cannot contribute ${ahead} versions ahead`);
+    while (this.rounds.length <= ahead) {
+      this.rounds.push(this.spare.pop() ?? { contributors: new Set(), sums: new Map(), samples: 0 });
+    }
+    return this.rounds[ahead]!;
+  }
+
+  private empty(round: Round): void {
+    for (const sum of round.sums.values()) sum.reset();
+    round.contributors.clear();
+    round.samples = 0;
   }
 }

@@ -41,8 +41,8 @@ export interface PserverConnection {
 /** What a `JobTrainer` needs. */
 export interface JobTrainerDeps {
   master: TaskSource;
-  /** A fresh learner for a job. */
-  createLearner: () => Learner;
+  /** A fresh learner for a job (in `local` mode, one that hands back parameter deltas). */
+  createLearner: (spec: JobSpec) => Learner;
   /** Connects to the job's parameter servers for a model with these parameters. */
   connectPservers: (spec: JobSpec, params: ParamInfo[]) => Promise<PserverConnection>;
   logger: LineLogger;
@@ -100,7 +100,7 @@ export class JobTrainer {
       signals.stop,
       afterAbort(signals.preempt, this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS),
     ]);
-    const learner = this.deps.createLearner();
+    const learner = this.deps.createLearner(spec);
     let pservers: PserverConnection | undefined;
     let membership: QuorumMembership | undefined;
     try {
@@ -129,8 +129,14 @@ export class JobTrainer {
       });
       membership = quorum;
       const reporter = new ProgressReporter(jobId, this.deps);
+      const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha } = spec.training;
       const loop = new TrainingLoop(learner, ps, {
-        mode: spec.training.mode,
+        mode,
+        backupTrainers,
+        maxStaleness,
+        localSteps,
+        localSync,
+        elasticAlpha,
         maxGradientRetries: spec.training.maxGradientRetries,
         pullWaitMs: this.deps.pullWaitMs,
         outageBudgetMs: this.deps.pserverOutageBudgetMs,

@@ -14,6 +14,7 @@ import { KvShardDirectory, ShardedPserverClient } from '#libs/pserver-client';
 import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG } from '#libs/service-runtime';
 import { JobRecordsView } from './job-records-view.js';
 import { JobTrainer, type PserverConnection } from './job-trainer.js';
+import { learnerOptions } from './learner-options.js';
 import type { TrainerConfig } from './trainer-config.js';
 import { TrainerWorker } from './trainer-worker.js';
 
@@ -73,7 +74,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     this.jobRecords = new JobRecordsView(await master.watchJobs());
     const jobTrainer = new JobTrainer({
       master,
-      createLearner: () => new TfjsLearner(),
+      createLearner: (spec) => new TfjsLearner(learnerOptions(spec)),
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
         const client = new ShardedPserverClient({

@@ -7,10 +7,11 @@ import {
   type PushOutcome,
   type ShardedPserverClient,
 } from '#libs/pserver-client';
-import type { TrainingMode } from '#libs/job-spec';
+import type { TrainingSpec } from '#libs/job-spec';
 import { sleep } from '#libs/retry';
 import { PULL_WAIT_MS } from './defaults.js';
 import { InterruptedError, unlessAborted } from './abort-race.js';
+import { elasticExchange } from './elastic-averaging.js';
 import { GradientRetriesExhaustedError } from './errors.js';
 import type { MinibatchReader } from './minibatch-reader.js';
 import { PserverOutage, failedShards, isTransientPserverFailure } from './pserver-outage.js';
@@ -40,9 +41,14 @@ export interface TaskSignals {
   preempt: AbortSignal;
 }
 
+/** The job's training mode and the fields of that mode the loop reads (see `TrainingSpec`). */
+export type LoopMode = Pick<
+  TrainingSpec,
+  'mode' | 'backupTrainers' | 'maxStaleness' | 'localSteps' | 'localSync' | 'elasticAlpha'
+>;
+
 /** Settings of a `TrainingLoop`. */
-export interface TrainingLoopOptions {
-  mode: TrainingMode;
+export interface TrainingLoopOptions extends LoopMode {
   /** Recomputations of a refused minibatch before the task fails. */
   maxGradientRetries: number;
   /** How long one pull waits for the version it needs before asking again. */
@@ -64,8 +70,26 @@ export interface TrainingLoopOptions {
   phases?: StepPhases;
 }
 
-/** What one minibatch came to. */
+/** What one minibatch came to: done with (pushed, dropped, or trained locally), or interrupted. */
 type StepResult = 'pushed' | 'interrupted';
+
+/**
+ * What became of one push: `taken` by every shard; `dropped` (refused as stale where the mode
+ * drops late updates); `retry` without counting a refusal (a shard away, or one that went back
+ * to an older version: the parameters to use next are set); `refused` as stale (recompute);
+ * `taken` says whether the parameters that came back with the push were loaded;
+ * `interrupted` while waiting out an outage.
+ */
+type PushResult =
+  | { kind: 'taken'; loaded: boolean }
+  | { kind: 'dropped' | 'retry' | 'interrupted' }
+  | { kind: 'refused'; error: Error };
+
+/** The local steps taken since the last push of a parameter delta (`local` mode). */
+interface LocalRound {
+  steps: number;
+  samples: number;
+}
 
 function sameVersions(a: readonly number[] | undefined, b: readonly number[]): boolean {
   return a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
@@ -77,12 +101,27 @@ function uniform(versions: number | readonly number[]): boolean {
 }
 
 /**
- * Synchronous (or asynchronous) SGD on one trainer: for each minibatch, make sure the learner
- * holds parameters at least as new as needed, train, push the update; a push refused as stale
- * refreshes the parameters and recomputes the same minibatch, up to `maxGradientRetries` times.
+ * The training modes on one trainer. For each minibatch, make sure the learner holds parameters
+ * at least as new as needed, train, push the update; a push refused as stale refreshes the
+ * parameters and recomputes the same minibatch, up to `maxGradientRetries` times. Except:
+ *
+ * - `sync` with `backupTrainers`: the step went on without this trainer (it was one of the
+ *   slowest), so its gradient is dropped, as the backup-worker scheme does: the minibatch counts
+ *   as done, and the next one is computed on the fresh parameters.
+ * - `ssp`: the trainer counts its own clock: each push is for the version after its last one
+ *   (never one older than its parameters), and it computes on parameters at most `maxStaleness`
+ *   versions older than the version it pushes for, waiting in the pull otherwise.
+ * - `local`: the learner (in delta mode) trains `localSteps` minibatches on its copy, then the
+ *   parameter delta is pushed, and the next round starts from the parameters the servers hold
+ *   (with `elasticAlpha`, elastic averaging: the trainer keeps its own copy, pulls the center,
+ *   moves toward it by `elasticAlpha * (x - center)` and pushes that difference). A round ends
+ *   early with its task (done or handed back), so a task's minibatches are pushed with it. A
+ *   delta refused as stale, or whose push a shard may or may not have taken, is dropped: its
+ *   minibatches still count as done.
  *
  * Parameters are pulled again only when the versions the learner holds are not enough: after a
- * synchronous push the next minibatch needs the step that push was part of (version + 1), after
+ * push by rounds (`sync`, `local` with `localSync`) the next minibatch needs the step that push
+ * was part of (version + 1), in `ssp` the version `maxStaleness` before its next clock, after
  * an asynchronous push the version the push produced, after a refusal the version that refused it.
  *
  * Parameter servers that are briefly away (restarting, shutting down) are waited for with
@@ -95,6 +134,10 @@ export class TrainingLoop {
   private held: number[] | undefined;
   /** Shard versions the next minibatch needs at least. */
   private needed: number[] | number = 0;
+  /** `ssp`: the version each shard's next push is for at least. */
+  private clock: number[] | undefined;
+  /** `local`: the round in progress. */
+  private readonly round: LocalRound = { steps: 0, samples: 0 };
   private readonly outage: PserverOutage;
   private readonly phases: StepPhases;
 
@@ -115,12 +158,14 @@ export class TrainingLoop {
   /**
    * Trains on every minibatch of a task and says how it ended; never throws. The next minibatch
    * is read while the current one trains and is pushed, so reading waits on the disk at most
-   * once per chunk.
+   * once per chunk. In `local` mode the round in progress is pushed when the task is done or
+   * handed back (not when the job stops).
    */
   async runTask(task: ClaimedTask, reader: MinibatchReader, signals: TaskSignals): Promise<TaskOutcome> {
     const either = AbortSignal.any([signals.stop, signals.preempt]);
     const batches = reader.batches(task);
     let samples = 0;
+    let outcome: TaskOutcome | undefined;
     this.phases.pause();
     try {
       let next = batches.next();
@@ -131,7 +176,10 @@ export class TrainingLoop {
         // Signals are looked at before each minibatch, so a preempted task whose last minibatch
         // was pushed is reported done rather than handed back.
         if (signals.stop.aborted) return { kind: 'abandoned', samples };
-        if (signals.preempt.aborted) return { kind: 'returned', samples };
+        if (signals.preempt.aborted) {
+          outcome = { kind: 'returned', samples };
+          break;
+        }
         next = batches.next();
         // A read that fails is reported when its minibatch is reached, not while this one trains.
         next.catch(() => undefined);
@@ -140,6 +188,9 @@ export class TrainingLoop {
         }
         samples += batch.size;
       }
+      if (signals.stop.aborted) return { kind: 'abandoned', samples };
+      // Preempted, the trainer still pushes what it trained: the stop signal alone cuts that short.
+      if ((await this.endRound(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
     } catch (err) {
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
       return { kind: 'failed', samples, error: (err as Error).message ?? String(err), cause: err };
@@ -147,17 +198,19 @@ export class TrainingLoop {
       await batches.return(undefined).catch(() => undefined);
     }
     if (signals.stop.aborted) return { kind: 'abandoned', samples };
-    return { kind: 'done', samples };
+    return outcome ?? { kind: 'done', samples };
   }
 
   /**
-   * Trains on one minibatch until the parameter servers take its update. Returns `interrupted`
-   * when the signal fired while waiting for parameters or for the parameter servers (nothing
-   * was pushed).
+   * Trains on one minibatch until the parameter servers take its update (or, in `local` mode,
+   * trains on it locally, pushing the round's delta when it is the round's last). Returns
+   * `interrupted` when the signal fired while waiting for parameters or for the parameter
+   * servers (nothing was pushed).
    * @throws GradientRetriesExhaustedError after too many refusals; PserverOutageError when the
    * parameter servers stayed away too long; other pserver errors as they come.
    */
   async trainMinibatch(batch: Batch, signal: AbortSignal): Promise<StepResult> {
+    if (this.options.mode === 'local') return this.trainLocally(batch, signal);
     const { maxGradientRetries } = this.options;
     let refusals = 0;
     for (;;) {
@@ -170,76 +223,186 @@ export class TrainingLoop {
       await this.phases.time('train', () => this.learner.train(batch));
       const update = await this.phases.time('getUpdate', () => this.learner.getUpdate());
       const held = this.held!;
-      let outcome: PushOutcome & { params?: PulledParams };
-      try {
-        outcome = await this.phases.time('push', () => this.push(held, batch.size, update, signal));
-      } catch (err) {
-        if (!isTransientPserverFailure(err)) throw err;
-        await this.pause(err, signal);
-        if (signal.aborted) return 'interrupted';
-        // Whether the shards that were away took the push is unknown: their parameters are
-        // taken as they are once they answer, and the minibatch is recomputed.
-        const failed = failedShards(err);
-        this.needed = held.map((v, k) => (failed.has(k) ? 0 : v));
-        this.held = undefined;
-        continue;
-      }
-      await this.reconnected();
-      if (outcome.stale.length === 0) {
-        this.needed =
-          this.options.mode === 'sync'
-            ? held.map((v, k) => Math.max(v + 1, outcome.versions[k] ?? 0))
-            : held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
-        const next = outcome.params;
-        if (next && this.needed.every((v, k) => v <= (next.versions[k] ?? -1))) {
-          this.phases.timeSync('load', () => this.learner.setParams(next.tensors));
-          this.held = [...next.versions];
+      const result = await this.pushUpdate(this.pushVersions(held), batch.size, update, signal);
+      if (result.kind === 'interrupted') return 'interrupted';
+      if (result.kind === 'retry') continue;
+      if (result.kind === 'refused') {
+        refusals += 1;
+        if (refusals > maxGradientRetries) {
+          throw new GradientRetriesExhaustedError(refusals, maxGradientRetries, { cause: result.error });
         }
-        this.phases.endStep();
-        this.options.onMinibatch?.(batch.size, held);
-        return 'pushed';
-      }
-      const staleShards = new Set(outcome.stale.map((e) => e.shard));
-      // A shard behind the version this push was computed from restarted from an older
-      // checkpoint: follow it down (not the trainer's fault, so no refusal is counted).
-      const behind = held.map((v, k) => staleShards.has(k) && (outcome.versions[k] ?? v) < v);
-      if (behind.some((b) => b)) {
-        this.options.onWait?.(
-          `shard(s) ${behind.flatMap((b, k) => (b ? [k] : [])).join(', ')} went back to version(s) ` +
-            `${behind.flatMap((b, k) => (b ? [outcome.versions[k]] : [])).join(', ')}; following`,
-        );
-        this.needed = held.map((v, k) => (behind[k] ? outcome.versions[k]! : Math.max(v, outcome.versions[k] ?? 0)));
-        this.held = undefined;
         continue;
       }
-      refusals += 1;
-      if (refusals > maxGradientRetries) {
-        throw new GradientRetriesExhaustedError(refusals, maxGradientRetries, { cause: outcome.stale[0] });
-      }
-      this.needed = held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
+      this.phases.endStep();
+      this.options.onMinibatch?.(batch.size, held);
+      return 'pushed';
     }
+  }
+
+  /** `local` mode: one local step; the round's delta is pushed after its last one. */
+  private async trainLocally(batch: Batch, signal: AbortSignal): Promise<StepResult> {
+    // A round starts from the servers' parameters; an elastic trainer keeps its own copy after
+    // the first (or after an outage made it pull again).
+    if (this.round.steps === 0 && (this.options.elasticAlpha === undefined || this.held === undefined)) {
+      try {
+        await this.refresh(signal);
+      } catch (err) {
+        if (err instanceof InterruptedError) return 'interrupted';
+        throw err;
+      }
+    }
+    await this.phases.time('train', () => this.learner.train(batch));
+    this.round.steps += 1;
+    this.round.samples += batch.size;
+    this.phases.endStep();
+    this.options.onMinibatch?.(batch.size, this.held ?? []);
+    if (this.round.steps < (this.options.localSteps ?? 1)) return 'pushed';
+    return this.endRound(signal);
+  }
+
+  /**
+   * `local` mode: pushes the delta of the round in progress (with `elasticAlpha`, the elastic
+   * difference to the center, pulled first), whatever becomes of it, and starts a new round.
+   * Nothing to do in other modes or when no step was taken since the last push.
+   */
+  private async endRound(signal: AbortSignal): Promise<StepResult> {
+    if (this.options.mode !== 'local' || this.round.steps === 0) return 'pushed';
+    const samples = this.round.samples;
+    let update: PlainTensor[];
+    let versions: number[];
+    try {
+      if (this.options.elasticAlpha === undefined) {
+        update = await this.phases.time('getUpdate', () => this.learner.getUpdate());
+        versions = this.held!;
+      } else {
+        const worker = await this.phases.time('getUpdate', () => this.learner.getParams());
+        // The elastic step needs the center as it is now.
+        this.held = undefined;
+        const center = (await this.refresh(signal, { load: false }))!;
+        const { difference, moved } = elasticExchange(worker, center.tensors, this.options.elasticAlpha);
+        this.phases.timeSync('load', () => this.learner.setParams(moved));
+        update = difference;
+        versions = this.held!;
+      }
+    } catch (err) {
+      if (err instanceof InterruptedError) return 'interrupted';
+      throw err;
+    }
+    this.round.steps = 0;
+    this.round.samples = 0;
+    const result = await this.pushUpdate(versions, samples, update, signal);
+    // A plain local round starts from the servers' parameters, which the push may not have brought.
+    if (this.options.elasticAlpha === undefined && !(result.kind === 'taken' && result.loaded)) this.held = undefined;
+    return result.kind === 'interrupted' ? 'interrupted' : 'pushed';
+  }
+
+  /** The versions a push computed on `held` is for: its own clock in `ssp`, else `held`. */
+  private pushVersions(held: readonly number[]): number[] {
+    if (this.options.mode !== 'ssp') return [...held];
+    return held.map((v, k) => Math.max(v, this.clock?.[k] ?? 0));
+  }
+
+  /**
+   * Pushes an update for `pushed` and sets what the next minibatch needs from the outcome;
+   * loads the parameters that came back with it when they are enough.
+   */
+  private async pushUpdate(
+    pushed: readonly number[],
+    samples: number,
+    update: PlainTensor[],
+    signal: AbortSignal,
+  ): Promise<PushResult> {
+    const held = this.held!;
+    let outcome: PushOutcome & { params?: PulledParams };
+    try {
+      outcome = await this.phases.time('push', () => this.push(pushed, samples, update, signal));
+    } catch (err) {
+      if (!isTransientPserverFailure(err)) throw err;
+      await this.pause(err, signal);
+      if (signal.aborted) return { kind: 'interrupted' };
+      // Whether the shards that were away took the push is unknown: their parameters are
+      // taken as they are once they answer, and the minibatch is recomputed.
+      const failed = failedShards(err);
+      this.needed = held.map((v, k) => (failed.has(k) ? 0 : v));
+      this.held = undefined;
+      return { kind: 'retry' };
+    }
+    await this.reconnected();
+    if (outcome.stale.length === 0) {
+      this.needed = this.neededAfter(pushed, held, outcome.versions);
+      if (this.options.mode === 'ssp') this.clock = pushed.map((v) => v + 1);
+      const next = outcome.params;
+      if (!next || !this.needed.every((v, k) => v <= (next.versions[k] ?? -1))) return { kind: 'taken', loaded: false };
+      this.phases.timeSync('load', () => this.learner.setParams(next.tensors));
+      this.held = [...next.versions];
+      return { kind: 'taken', loaded: true };
+    }
+    const staleShards = new Set(outcome.stale.map((e) => e.shard));
+    if (this.options.mode === 'ssp') this.clock = pushed.map((v, k) => (staleShards.has(k) ? 0 : v));
+    // A shard behind the version this push was computed from restarted from an older
+    // checkpoint: follow it down (not the trainer's fault, so no refusal is counted).
+    const behind = held.map((v, k) => staleShards.has(k) && (outcome.versions[k] ?? v) < v);
+    if (behind.some((b) => b)) {
+      this.options.onWait?.(
+        `shard(s) ${behind.flatMap((b, k) => (b ? [k] : [])).join(', ')} went back to version(s) ` +
+          `${behind.flatMap((b, k) => (b ? [outcome.versions[k]] : [])).join(', ')}; following`,
+      );
+      this.needed = held.map((v, k) => (behind[k] ? outcome.versions[k]! : Math.max(v, outcome.versions[k] ?? 0)));
+      this.held = undefined;
+      return { kind: 'retry' };
+    }
+    this.needed = held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
+    return this.dropsLateUpdates() ? { kind: 'dropped' } : { kind: 'refused', error: outcome.stale[0]! };
+  }
+
+  /** What the next minibatch needs after a push for `pushed`, computed on `held`, was taken. */
+  private neededAfter(pushed: readonly number[], held: readonly number[], after: readonly number[]): number[] {
+    if (this.options.mode === 'ssp') {
+      const staleness = this.options.maxStaleness ?? 0;
+      return pushed.map((v, k) => Math.max(held[k]!, v + 1 - staleness));
+    }
+    if (this.stepsByRound()) return held.map((v, k) => Math.max(v + 1, after[k] ?? 0));
+    return held.map((v, k) => Math.max(v, after[k] ?? 0));
+  }
+
+  /** True when pushes join rounds that step once (`sync`, `ssp`, `local` with `localSync`). */
+  private stepsByRound(): boolean {
+    const { mode } = this.options;
+    return mode === 'sync' || mode === 'ssp' || (mode === 'local' && (this.options.localSync ?? true));
+  }
+
+  /** True when an update refused as stale is dropped rather than recomputed. */
+  private dropsLateUpdates(): boolean {
+    return this.options.mode === 'local' || (this.options.mode === 'sync' && (this.options.backupTrainers ?? 0) > 0);
   }
 
   /** Pushes an update, bringing back the next parameters in the same call where the service can. */
   private push(
-    held: readonly number[],
+    versions: readonly number[],
     samples: number,
     update: PlainTensor[],
     signal: AbortSignal,
   ): Promise<PushOutcome & { params?: PulledParams }> {
-    if (this.params.pushPull === undefined) return this.params.pushGradients(held, samples, update, { signal });
-    return this.params.pushPull(held, samples, update, {
+    // An elastic trainer keeps its own parameters: the center is pulled when it is needed.
+    if (this.params.pushPull === undefined || this.options.elasticAlpha !== undefined) {
+      return this.params.pushGradients(versions, samples, update, { signal });
+    }
+    return this.params.pushPull(versions, samples, update, {
       signal,
       waitMs: this.options.pullWaitMs ?? PULL_WAIT_MS,
-      sameVersion: this.options.mode === 'sync',
+      sameVersion: this.stepsByRound() && this.options.mode !== 'ssp',
     });
   }
 
-  /** Pulls parameters when the held ones are older than needed; loads them if they moved. */
-  private async refresh(signal: AbortSignal): Promise<void> {
+  /**
+   * Pulls parameters when the held ones are older than needed, and returns them (undefined
+   * when no pull was needed); loads them into the learner if they moved, unless `load` is false
+   * (the elastic center).
+   */
+  private async refresh(signal: AbortSignal, { load = true } = {}): Promise<PulledParams | undefined> {
     const needed = this.needed;
     if (this.held !== undefined && typeof needed !== 'number' && needed.every((v, k) => v <= (this.held![k] ?? -1)))
-      return;
+      return undefined;
     const waitMs = this.options.pullWaitMs ?? PULL_WAIT_MS;
     for (;;) {
       if (signal.aborted) throw new InterruptedError();
@@ -269,17 +432,19 @@ export class TrainingLoop {
         continue;
       }
       await this.reconnected();
-      if (!sameVersions(this.held, pulled.versions)) {
+      if (!load) {
+        this.held = [...pulled.versions];
+      } else if (!sameVersions(this.held, pulled.versions)) {
         this.phases.timeSync('load', () => this.learner.setParams(pulled.tensors));
         this.held = [...pulled.versions];
       }
-      return;
+      return pulled;
     }
   }
 
   /**
    * After a pull ran out of time: a shard whose version is below what this trainer waits for
-   * (below the step in progress, in synchronous mode) came back from a restart at an older
+   * (below the step in progress, when pushes join rounds) came back from a restart at an older
    * checkpoint and will never reach it; wait for its current version instead.
    */
   private async followRestartedShards(): Promise<void> {
@@ -293,7 +458,7 @@ export class TrainingLoop {
       // The next pull says what is wrong.
       return;
     }
-    const slack = this.options.mode === 'sync' ? 1 : 0;
+    const slack = this.stepsByRound() ? 1 : 0;
     const behind = needed.map((v, k) => versions[k] !== undefined && versions[k] < v - slack);
     if (!behind.some((b) => b)) return;
     this.options.onWait?.(
