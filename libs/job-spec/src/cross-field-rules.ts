@@ -17,6 +17,7 @@ const RULES: readonly CrossFieldRule[] = [
   trainersMaxAtLeastMin,
   accuracyNeedsClasses,
   stopTargetInMetricRange,
+  minLearningRateBelowBase,
 ];
 
 /** Every cross-field violation of a (possibly invalid) spec. */
@@ -120,4 +121,16 @@ function stopTargetInMetricRange(spec: Record<string, unknown>): JobSpecViolatio
     return [{ field: 'stop.target', reason: `must be >= 0 for metric loss (got ${target})` }];
   }
   return [];
+}
+
+function minLearningRateBelowBase(spec: Record<string, unknown>): JobSpecViolation[] {
+  const base = at(spec, 'optimizer', 'learningRate');
+  const floor = at(spec, 'optimizer', 'schedule', 'minLearningRate');
+  if (typeof base !== 'number' || typeof floor !== 'number' || floor <= base) return [];
+  return [
+    {
+      field: 'optimizer.schedule.minLearningRate',
+      reason: `must be <= optimizer.learningRate (${base}) (got ${floor})`,
+    },
+  ];
 }
