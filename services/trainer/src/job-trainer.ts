@@ -130,6 +130,7 @@ export class JobTrainer {
       const loop = new TrainingLoop(learner, ps, {
         mode: spec.training.mode,
         maxGradientRetries: spec.training.maxGradientRetries,
+        clipping: { clipNorm: spec.optimizer.clipNorm, clipValue: spec.optimizer.clipValue },
         pullWaitMs: this.deps.pullWaitMs,
         outageBudgetMs: this.deps.pserverOutageBudgetMs,
         onMinibatch: (samples, versions) => reporter.minibatch(samples, versions),

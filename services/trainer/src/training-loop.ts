@@ -12,6 +12,7 @@ import { sleep } from '#libs/retry';
 import { PULL_WAIT_MS } from './defaults.js';
 import { InterruptedError, unlessAborted } from './abort-race.js';
 import { GradientRetriesExhaustedError } from './errors.js';
+import { clipGradients, type GradientClipping } from './gradient-clipping.js';
 import type { MinibatchReader } from './minibatch-reader.js';
 import { PserverOutage, failedShards, isTransientPserverFailure } from './pserver-outage.js';
 import { StepPhases } from './step-phases.js';
@@ -45,6 +46,8 @@ export interface TrainingLoopOptions {
   mode: TrainingMode;
   /** Recomputations of a refused minibatch before the task fails. */
   maxGradientRetries: number;
+  /** How each update is clipped before it is pushed (`optimizer.clipNorm`, `clipValue`); absent: not at all. */
+  clipping?: GradientClipping;
   /** How long one pull waits for the version it needs before asking again. */
   pullWaitMs?: number;
   /** First pause after a call the parameter servers did not answer (not a stale refusal). */
@@ -168,7 +171,10 @@ export class TrainingLoop {
         throw err;
       }
       await this.phases.time('train', () => this.learner.train(batch));
-      const update = await this.phases.time('getUpdate', () => this.learner.getUpdate());
+      const update = clipGradients(
+        await this.phases.time('getUpdate', () => this.learner.getUpdate()),
+        this.options.clipping,
+      );
       const held = this.held!;
       let outcome: PushOutcome & { params?: PulledParams };
       try {
