@@ -77,7 +77,8 @@ function optionalNumber(obj: Json, path: string, key: string): number | undefine
 /**
  * Reads the settings a shard needs from a job spec's JSON (`optimizer` and its schedule,
  * `training.mode`, `trainers.min`, `evaluation.everySteps`, `checkpoint`), applying the job
- * spec's defaults to absent fields; `optimizer.clipNorm` and `clipValue` are the trainers' part. Anything unusable is an `InvalidRequestError` naming the field.
+ * spec's defaults to absent fields; `optimizer.clipNorm` and `clipValue` are the trainers' part.
+ * Anything unusable is an `InvalidRequestError` naming the field.
  */
 export function parseJobSettings(specJson: string): ShardJobSettings {
   let spec: unknown;
