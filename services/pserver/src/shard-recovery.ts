@@ -68,8 +68,7 @@ export function resumedShard(
       name: t.name,
       shape: t.shape,
       value: t.value,
-      state:
-        stateMatches && t.state.length === slots ? t.state : createOptimizerState(kernel, t.value.length, hyper),
+      state: stateMatches && t.state.length === slots ? t.state : createOptimizerState(kernel, t.value.length, hyper),
     })),
     version: Math.max(data.version, progress?.version ?? 0),
     members: progress?.members ?? [],
