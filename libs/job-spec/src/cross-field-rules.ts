@@ -20,6 +20,7 @@ const RULES: readonly CrossFieldRule[] = [
   stopTargetInMetricRange,
   shuffleBufferNeedsShuffle,
   trainingModeViolations,
+  minLearningRateBelowBase,
 ];
 
 /** Every cross-field violation of a (possibly invalid) spec. */
@@ -129,4 +130,16 @@ function shuffleBufferNeedsShuffle(spec: Record<string, unknown>): JobSpecViolat
   const training = at(spec, 'training');
   if (at(training, 'shuffle') !== false || !isRecord(training) || !Object.hasOwn(training, 'shuffleBuffer')) return [];
   return [{ field: 'training.shuffleBuffer', reason: 'applies only when training.shuffle is true' }];
+}
+
+function minLearningRateBelowBase(spec: Record<string, unknown>): JobSpecViolation[] {
+  const base = at(spec, 'optimizer', 'learningRate');
+  const floor = at(spec, 'optimizer', 'schedule', 'minLearningRate');
+  if (typeof base !== 'number' || typeof floor !== 'number' || floor <= base) return [];
+  return [
+    {
+      field: 'optimizer.schedule.minLearningRate',
+      reason: `must be <= optimizer.learningRate (${base}) (got ${floor})`,
+    },
+  ];
 }

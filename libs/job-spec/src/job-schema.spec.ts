@@ -66,7 +66,7 @@ describe('job schema', () => {
     const open = objectSchemas(loadJobSchema())
       .filter(([, schema]) => schema['properties'] !== undefined && schema['additionalProperties'] !== false)
       .map(([where]) => where);
-    // The model and optimizer dispatch on preset/type to branches that close them.
-    expect(open).toEqual(['#/definitions/model/else', '#/definitions/optimizer']);
+    // The model, the optimizer and its schedule dispatch on preset/type to branches that close them.
+    expect(open).toEqual(['#/definitions/model/else', '#/definitions/optimizer', '#/definitions/learningRateSchedule']);
   });
 });

@@ -75,31 +75,109 @@ export interface TopologyModelSpec {
 /** The model to train; `preset` tells the kinds apart (absent for a topology). */
 export type ModelSpec = MlpModelSpec | CnnModelSpec | TopologyModelSpec;
 
-/** Plain stochastic gradient descent. */
-export interface SgdOptimizerSpec {
-  type: 'sgd';
+/**
+ * How the learning rate changes with the model version; after `warmupSteps` steps of linear
+ * warm-up (0: none) the schedule runs on the steps taken since. `step`: times `factor` every
+ * `every` steps. `exponential`: times `decayRate` per `decaySteps` steps (in whole periods with
+ * `staircase`). `cosine`: down to `minLearningRate` along half a cosine over `steps` steps.
+ */
+export type LearningRateScheduleSpec =
+  | { type: 'constant'; warmupSteps: number }
+  | { type: 'step'; warmupSteps: number; every: number; factor: number }
+  | { type: 'exponential'; warmupSteps: number; decayRate: number; decaySteps: number; staircase: boolean }
+  | { type: 'cosine'; warmupSteps: number; steps: number; minLearningRate: number };
+
+/** The fields every optimizer takes. */
+export interface OptimizerCommonSpec {
   learningRate: number;
+  /** How the learning rate changes with the model version; absent: constant. */
+  schedule?: LearningRateScheduleSpec;
+  /** L2 weight decay added to the gradient (`adamw`: decoupled, taken off the weights). */
+  weightDecay: number;
+  /** Trainers scale their whole gradient down to this global L2 norm; absent: no clipping. */
+  clipNorm?: number;
+  /** Trainers clip every gradient element to [-clipValue, clipValue]; absent: no clipping. */
+  clipValue?: number;
 }
 
-/** Gradient descent with momentum. */
-export interface MomentumOptimizerSpec {
+/** Plain stochastic gradient descent. */
+export interface SgdOptimizerSpec extends OptimizerCommonSpec {
+  type: 'sgd';
+}
+
+/** Gradient descent with momentum, as `tf.train.momentum`. */
+export interface MomentumOptimizerSpec extends OptimizerCommonSpec {
   type: 'momentum';
-  learningRate: number;
   /** Momentum coefficient, in [0, 1). */
   momentum: number;
+  /** Nesterov momentum. */
+  useNesterov: boolean;
 }
 
 /** Adam, as `tf.train.adam`. */
-export interface AdamOptimizerSpec {
+export interface AdamOptimizerSpec extends OptimizerCommonSpec {
   type: 'adam';
-  learningRate: number;
+  beta1: number;
+  beta2: number;
+  epsilon: number;
+}
+
+/** Adagrad, as `tf.train.adagrad`. */
+export interface AdagradOptimizerSpec extends OptimizerCommonSpec {
+  type: 'adagrad';
+  /** Starting value of the sum of squared gradients. */
+  initialAccumulatorValue: number;
+  epsilon: number;
+}
+
+/** RMSProp, as `tf.train.rmsprop`. */
+export interface RmspropOptimizerSpec extends OptimizerCommonSpec {
+  type: 'rmsprop';
+  /** Decay rate of the mean square of the gradients, in [0, 1). */
+  decay: number;
+  /** Momentum coefficient, in [0, 1). */
+  momentum: number;
+  epsilon: number;
+  /** Normalise by the gradient's estimated variance rather than its mean square. */
+  centered: boolean;
+}
+
+/** Adam with decoupled weight decay, as Keras's `AdamW`. */
+export interface AdamwOptimizerSpec extends OptimizerCommonSpec {
+  type: 'adamw';
   beta1: number;
   beta2: number;
   epsilon: number;
 }
 
 /** How the parameter servers turn gradients into updates; `type` tells the kinds apart. */
-export type OptimizerSpec = SgdOptimizerSpec | MomentumOptimizerSpec | AdamOptimizerSpec;
+export type OptimizerSpec =
+  | SgdOptimizerSpec
+  | MomentumOptimizerSpec
+  | AdamOptimizerSpec
+  | AdagradOptimizerSpec
+  | RmspropOptimizerSpec
+  | AdamwOptimizerSpec;
+
+/** The fields of a schedule a user may leave out (those with defaults). */
+type ScheduleDefaults = 'warmupSteps' | 'factor' | 'staircase' | 'minLearningRate';
+
+/** A schedule as a user may write it. */
+export type LearningRateScheduleInput = LearningRateScheduleSpec extends infer S
+  ? S extends LearningRateScheduleSpec
+    ? Omit<S, Extract<keyof S, ScheduleDefaults>> & Partial<Pick<S, Extract<keyof S, ScheduleDefaults>>>
+    : never
+  : never;
+
+/** An optimizer as a user may write it: `type` and `learningRate`, the rest optional. */
+export type OptimizerInput = OptimizerSpec extends infer O
+  ? O extends OptimizerSpec
+    ? Pick<O, 'type' | 'learningRate'> &
+        Partial<Omit<O, 'type' | 'learningRate' | 'schedule'>> & {
+          schedule?: LearningRateScheduleInput;
+        }
+    : never
+  : never;
 
 /**
  * `sync`: one step per model version once every live trainer (but `backupTrainers`) reported;
@@ -246,10 +324,7 @@ export interface JobSpecInput {
     | ({ preset: 'mlp' } & Partial<Omit<MlpModelSpec, 'preset'>>)
     | ({ preset: 'cnn' } & Partial<Omit<CnnModelSpec, 'preset'>>)
     | { topology: Record<string, unknown> };
-  optimizer:
-    | SgdOptimizerSpec
-    | ({ type: 'momentum'; learningRate: number } & Partial<MomentumOptimizerSpec>)
-    | ({ type: 'adam'; learningRate: number } & Partial<AdamOptimizerSpec>);
+  optimizer: OptimizerInput;
   training: { batchSize: number } & Partial<Omit<TrainingSpec, 'taskTimeout'>> & {
       taskTimeout?: Partial<TaskTimeoutSpec>;
     };

@@ -106,5 +106,22 @@ describe('training modes in the job spec', () => {
         reason: expect.stringMatching(/^must be sgd with training.mode local: .* \(got "adam"\)$/),
       },
     ]);
+    const sgd = {
+      type: 'sgd',
+      learningRate: 0.1,
+      weightDecay: 0.01,
+      clipNorm: 1,
+      schedule: { type: 'step', every: 10 },
+    };
+    expect(violationsOf(spec({ mode: 'local' }, { optimizer: sgd })).map((v) => v.field)).toEqual([
+      'optimizer.schedule',
+      'optimizer.weightDecay',
+      'optimizer.clipNorm',
+    ]);
+    expect(() =>
+      validateJobSpec(
+        spec({ mode: 'local' }, { optimizer: { ...sgd, weightDecay: 0, clipNorm: undefined, schedule: undefined } }),
+      ),
+    ).not.toThrow();
   });
 });

@@ -24,10 +24,14 @@ function modeOf(training: Record<string, unknown>): TrainingMode | undefined {
   return typeof mode === 'string' && Object.hasOwn(TRAINING_MODE_FIELDS, mode) ? (mode as TrainingMode) : undefined;
 }
 
+/** Optimizer fields the plain SGD steps of `local` trainers do not take. */
+const LOCAL_UNSUPPORTED_OPTIMIZER_FIELDS = ['schedule', 'weightDecay', 'clipNorm', 'clipValue'] as const;
+
 /**
  * The violations of the mode fields of `training`: a field of another mode than the job's,
  * `training.backupTrainers` not below the quorum (`trainers.min`), and `local` with an optimizer
- * other than `sgd` (its trainers take plain SGD steps). Silent on what it cannot read.
+ * other than `sgd` or with a schedule, weight decay or clipping (its trainers take plain SGD
+ * steps). Silent on what it cannot read.
  */
 export function trainingModeViolations(spec: Record<string, unknown>): JobSpecViolation[] {
   const training = spec['training'];
@@ -57,6 +61,16 @@ export function trainingModeViolations(spec: Record<string, unknown>): JobSpecVi
       field: 'optimizer.type',
       reason: `must be sgd with training.mode local: the trainers take plain SGD steps at optimizer.learningRate and the parameter servers add their deltas (got ${JSON.stringify(type)})`,
     });
+  }
+  if (mode === 'local' && isRecord(optimizer)) {
+    for (const field of LOCAL_UNSUPPORTED_OPTIMIZER_FIELDS) {
+      const value = optimizer[field];
+      if (value === undefined || (field === 'weightDecay' && value === 0)) continue;
+      out.push({
+        field: `optimizer.${field}`,
+        reason: `does not apply with training.mode local: the trainers take plain SGD steps at optimizer.learningRate`,
+      });
+    }
   }
   return out;
 }

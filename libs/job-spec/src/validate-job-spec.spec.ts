@@ -70,7 +70,14 @@ describe('job spec validation', () => {
       numClasses: 10,
     });
     expect(spec.model).toEqual({ preset: 'mlp', hiddenUnits: [128], activation: 'relu', dropout: 0 });
-    expect(spec.optimizer).toEqual({ type: 'adam', learningRate: 0.001, beta1: 0.9, beta2: 0.999, epsilon: 1e-7 });
+    expect(spec.optimizer).toEqual({
+      type: 'adam',
+      learningRate: 0.001,
+      beta1: 0.9,
+      beta2: 0.999,
+      epsilon: 1e-7,
+      weightDecay: 0,
+    });
     expect(spec.trainers).toEqual({ min: 1, max: 8 });
     expect(spec.pservers).toEqual({ count: 2 });
     expect(spec.stop).toEqual({ target: 0.85, patience: 10, maxEpochs: 10, maxSeconds: 1800 });
@@ -87,7 +94,7 @@ describe('job spec validation', () => {
         layout: { featureShape: [4], featureDtype: 'float32', scale: 1, labelDtype: 'int32', numClasses: 3 },
       },
       model: { preset: 'mlp', hiddenUnits: [128], activation: 'relu', dropout: 0 },
-      optimizer: { type: 'sgd', learningRate: 0.1 },
+      optimizer: { type: 'sgd', learningRate: 0.1, weightDecay: 0 },
       training: {
         mode: 'sync',
         backupTrainers: 0,
@@ -117,7 +124,59 @@ describe('job spec validation', () => {
       }),
     );
     expect(cnn.model).toEqual({ preset: 'cnn', filters: [16, 32], kernelSize: 3, denseUnits: 64, activation: 'relu' });
-    expect(cnn.optimizer).toEqual({ type: 'momentum', learningRate: 0.01, momentum: 0.9 });
+    expect(cnn.optimizer).toEqual({
+      type: 'momentum',
+      learningRate: 0.01,
+      momentum: 0.9,
+      useNesterov: false,
+      weightDecay: 0,
+    });
+  });
+
+  it('job spec - defaults of adagrad, rmsprop, adamw and of each learning-rate schedule', () => {
+    const optimizer = (o: Draft) => validateJobSpec(withChange((s) => (s.optimizer = o))).optimizer;
+    expect(optimizer({ type: 'adagrad', learningRate: 0.1 })).toEqual({
+      type: 'adagrad',
+      learningRate: 0.1,
+      initialAccumulatorValue: 0.1,
+      epsilon: 1e-7,
+      weightDecay: 0,
+    });
+    expect(optimizer({ type: 'rmsprop', learningRate: 0.1 })).toEqual({
+      type: 'rmsprop',
+      learningRate: 0.1,
+      decay: 0.9,
+      momentum: 0,
+      epsilon: 1e-7,
+      centered: false,
+      weightDecay: 0,
+    });
+    expect(optimizer({ type: 'adamw', learningRate: 0.1, clipNorm: 1, clipValue: 0.5 })).toEqual({
+      type: 'adamw',
+      learningRate: 0.1,
+      beta1: 0.9,
+      beta2: 0.999,
+      epsilon: 1e-7,
+      weightDecay: 0.004,
+      clipNorm: 1,
+      clipValue: 0.5,
+    });
+    const schedule = (given: Draft) => optimizer({ type: 'sgd', learningRate: 0.1, schedule: given }).schedule;
+    expect(schedule({ type: 'constant' })).toEqual({ type: 'constant', warmupSteps: 0 });
+    expect(schedule({ type: 'step', every: 100 })).toEqual({ type: 'step', every: 100, factor: 0.1, warmupSteps: 0 });
+    expect(schedule({ type: 'exponential', decayRate: 0.96, decaySteps: 1000, warmupSteps: 50 })).toEqual({
+      type: 'exponential',
+      decayRate: 0.96,
+      decaySteps: 1000,
+      staircase: false,
+      warmupSteps: 50,
+    });
+    expect(schedule({ type: 'cosine', steps: 5000 })).toEqual({
+      type: 'cosine',
+      steps: 5000,
+      minLearningRate: 0,
+      warmupSteps: 0,
+    });
   });
 
   it('job spec - data order: shuffle on by default, a buffer size and a seed taken as given', () => {
@@ -214,7 +273,10 @@ describe('job spec violations', () => {
       { field: 'model.filters', reason: 'unknown field (allowed: preset, hiddenUnits, activation, dropout)' },
     ]);
     expect(violationsOf(withChange((s) => (s.optimizer = { type: 'sgd', learningRate: 0.1, beta1: 0.9 })))).toEqual([
-      { field: 'optimizer.beta1', reason: 'unknown field (allowed: type, learningRate)' },
+      {
+        field: 'optimizer.beta1',
+        reason: 'unknown field (allowed: type, learningRate, schedule, weightDecay, clipNorm, clipValue)',
+      },
     ]);
     expect(
       violationsOf(withChange((s) => (s.model = { preset: 'mlp', topology: { class_name: 'x', config: {} } }))),
@@ -232,8 +294,61 @@ describe('job spec violations', () => {
   });
 
   it('job spec - an enum lists the allowed values', () => {
-    expect(violationsOf(withChange((s) => (s.optimizer.type = 'rmsprop')))).toEqual([
-      { field: 'optimizer.type', reason: 'must be one of sgd, momentum, adam (got "rmsprop")' },
+    expect(violationsOf(withChange((s) => (s.optimizer.type = 'nadam')))).toEqual([
+      { field: 'optimizer.type', reason: 'must be one of sgd, momentum, adam, adagrad, rmsprop, adamw (got "nadam")' },
+    ]);
+  });
+
+  it('job spec - optimizer fields and schedules are refused naming the field path', () => {
+    const refused = (o: Draft) => violationsOf(withChange((s) => (s.optimizer = o)));
+    expect(refused({ type: 'sgd', learningRate: 0.1, schedule: { type: 'step', every: 0 } })).toEqual([
+      { field: 'optimizer.schedule.every', reason: 'must be >= 1 (got 0)' },
+    ]);
+    expect(refused({ type: 'sgd', learningRate: 0.1, schedule: { type: 'step', every: 2.5 } })).toEqual([
+      { field: 'optimizer.schedule.every', reason: 'must be an integer (got 2.5)' },
+    ]);
+    expect(refused({ type: 'sgd', learningRate: 0.1, schedule: { type: 'step' } })).toEqual([
+      { field: 'optimizer.schedule.every', reason: 'is required' },
+    ]);
+    expect(
+      refused({ type: 'sgd', learningRate: 0.1, schedule: { type: 'exponential', decayRate: 0, decaySteps: 10 } }),
+    ).toEqual([{ field: 'optimizer.schedule.decayRate', reason: 'must be > 0 (got 0)' }]);
+    expect(refused({ type: 'sgd', learningRate: 0.1, schedule: { type: 'cosine', steps: 10, every: 3 } })).toEqual([
+      {
+        field: 'optimizer.schedule.every',
+        reason: 'unknown field (allowed: type, steps, minLearningRate, warmupSteps)',
+      },
+    ]);
+    expect(refused({ type: 'sgd', learningRate: 0.1, schedule: { type: 'linear' } })).toEqual([
+      { field: 'optimizer.schedule.type', reason: 'must be one of constant, step, exponential, cosine (got "linear")' },
+    ]);
+    expect(refused({ type: 'sgd', learningRate: 0.1, schedule: { type: 'constant', warmupSteps: -1 } })).toEqual([
+      { field: 'optimizer.schedule.warmupSteps', reason: 'must be >= 0 (got -1)' },
+    ]);
+    expect(
+      refused({ type: 'sgd', learningRate: 0.01, schedule: { type: 'cosine', steps: 10, minLearningRate: 0.1 } }),
+    ).toEqual([
+      { field: 'optimizer.schedule.minLearningRate', reason: 'must be <= optimizer.learningRate (0.01) (got 0.1)' },
+    ]);
+    expect(refused({ type: 'adam', learningRate: 0.1, clipNorm: 0, clipValue: -1, weightDecay: -0.1 })).toEqual([
+      { field: 'optimizer.weightDecay', reason: 'must be >= 0 (got -0.1)' },
+      { field: 'optimizer.clipNorm', reason: 'must be > 0 (got 0)' },
+      { field: 'optimizer.clipValue', reason: 'must be > 0 (got -1)' },
+    ]);
+    expect(refused({ type: 'momentum', learningRate: 0.1, useNesterov: 'yes' })).toEqual([
+      { field: 'optimizer.useNesterov', reason: 'must be a boolean (got "yes")' },
+    ]);
+    expect(refused({ type: 'rmsprop', learningRate: 0.1, decay: 1, centered: 1 })).toEqual([
+      { field: 'optimizer.decay', reason: 'must be < 1 (got 1)' },
+      { field: 'optimizer.centered', reason: 'must be a boolean (got 1)' },
+    ]);
+    expect(refused({ type: 'adagrad', learningRate: 0.1, initialAccumulatorValue: -1, useNesterov: true })).toEqual([
+      {
+        field: 'optimizer.useNesterov',
+        reason:
+          'unknown field (allowed: type, learningRate, initialAccumulatorValue, epsilon, schedule, weightDecay, clipNorm, clipValue)',
+      },
+      { field: 'optimizer.initialAccumulatorValue', reason: 'must be >= 0 (got -1)' },
     ]);
   });
 

@@ -57,35 +57,54 @@ export function adamScalars(hyper: Readonly<OptimizerHyperparams>, step: number)
 }
 
 /**
+ * One Adam step over a parameter, shared by `adam` and `adamw`: `l2 * param` is added to the
+ * gradient (L2 weight decay) and `decay * param` is taken off the parameter before the update
+ * (decoupled weight decay); each kernel passes zero for the other.
+ */
+export function adamUpdate(
+  param: Float32Array,
+  grad: Float32Array,
+  state: readonly Float32Array[],
+  hyper: Readonly<OptimizerHyperparams>,
+  step: number,
+  l2: number,
+  decay: number,
+): void {
+  const [m, v] = state;
+  const lr = hyper.learningRate;
+  const eps = hyper.epsilon;
+  const {
+    beta1: b1,
+    beta2: b2,
+    oneMinusBeta1: c1,
+    oneMinusBeta2: c2,
+    correction1,
+    correction2,
+  } = adamScalars(hyper, step);
+  for (let i = 0; i < param.length; i++) {
+    const p = param[i];
+    const g = grad[i] + l2 * p;
+    const mi = b1 * m[i] + c1 * g;
+    const vi = b2 * v[i] + c2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = p - p * decay - (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
+  }
+}
+
+/**
  * Adam with bias correction, as `tf.train.adam`: `m = b1 * m + (1 - b1) * g`,
  * `v = b2 * v + (1 - b2) * g^2`, then
  * `param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)`. The default epsilon is
  * TensorFlow.js's float32 backend epsilon, 1e-7. The bias corrections `1 - b^t` are computed in
  * float32 like TensorFlow.js does, since their cancellation dominates the difference otherwise.
+ * The L2 weight decay `weightDecay * param` is added to the gradient first.
  */
 export const adamKernel: OptimizerKernel = {
   name: 'adam',
   stateSlots: ['m', 'v'],
   defaults: { learningRate: 0.001, beta1: 0.9, beta2: 0.999, epsilon: 1e-7 },
   apply(param, grad, state, hyper, step) {
-    const [m, v] = state;
-    const lr = hyper.learningRate;
-    const eps = hyper.epsilon;
-    const {
-      beta1: b1,
-      beta2: b2,
-      oneMinusBeta1: c1,
-      oneMinusBeta2: c2,
-      correction1,
-      correction2,
-    } = adamScalars(hyper, step);
-    for (let i = 0; i < param.length; i++) {
-      const g = grad[i];
-      const mi = b1 * m[i] + c1 * g;
-      const vi = b2 * v[i] + c2 * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      param[i] -= (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
-    }
+    adamUpdate(param, grad, state, hyper, step, hyper.weightDecay, 0);
   },
 };

@@ -11,7 +11,7 @@ export class UnknownOptimizerError extends Error {
   }
 }
 
-/** A hyperparameter value is unusable: not a finite number, or out of its range. */
+/** A hyperparameter value is unusable: missing, not a finite number, or out of its range. */
 export class InvalidHyperparameterError extends Error {
   override readonly name = 'InvalidHyperparameterError';
 
@@ -21,6 +21,6 @@ export class InvalidHyperparameterError extends Error {
     reason: string,
     options?: ErrorOptions,
   ) {
-    super(`optimizer.${field} = ${JSON.stringify(value)}: ${reason}`, options);
+    super(`optimizer.${field}${value === undefined ? '' : ` = ${JSON.stringify(value)}`}: ${reason}`, options);
   }
 }

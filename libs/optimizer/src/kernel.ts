@@ -4,32 +4,52 @@
  */
 export interface OptimizerHyperparams {
   learningRate: number;
-  /** Momentum coefficient (`momentum` kernel). */
+  /** Momentum coefficient (`momentum` and `rmsprop` kernels). */
   momentum: number;
   /** Nesterov momentum (`momentum` kernel). */
   useNesterov: boolean;
-  /** Exponential decay of the first moment (`adam` kernel). */
+  /** Exponential decay of the first moment (`adam` and `adamw` kernels). */
   beta1: number;
-  /** Exponential decay of the second moment (`adam` kernel). */
+  /** Exponential decay of the second moment (`adam` and `adamw` kernels). */
   beta2: number;
-  /** Added to the denominator for numerical stability (`adam` kernel). */
+  /** Added to the denominator for numerical stability (`adam`, `adamw`, `adagrad`, `rmsprop`). */
   epsilon: number;
+  /** Starting value of the sum of squared gradients (`adagrad` kernel). */
+  initialAccumulatorValue: number;
+  /** Exponential decay of the mean square of the gradients (`rmsprop` kernel). */
+  decay: number;
+  /** Divide by the gradient's estimated variance rather than its mean square (`rmsprop` kernel). */
+  centered: boolean;
+  /**
+   * Weight decay: added to the gradient as `weightDecay * param` (L2) by every kernel except
+   * `adamw`, which subtracts `learningRate * weightDecay * param` from the parameter instead
+   * (decoupled weight decay).
+   */
+  weightDecay: number;
 }
 
 /**
  * One optimizer update, applied to a single parameter tensor in place.
  *
- * `state` holds one array per entry of `stateSlots`, each as long as `param`, zero before the
- * first step. `step` counts the updates applied to the parameter including this one, so it is 1
- * on the first call.
+ * `state` holds one array per slot the kernel keeps under these hyperparameters (see
+ * `slotsFor`), each as long as `param` and holding the slot's initial value (zero unless
+ * `initialValue` says otherwise) before the first step. `step` counts the updates applied to the
+ * parameter including this one, so it is 1 on the first call.
  */
 export interface OptimizerKernel {
   /** Name used in job specs (`optimizer.type`). */
   readonly name: string;
-  /** Names of the per-parameter state arrays, in the order `apply` receives them. */
+  /** Names of every per-parameter state array the kernel may keep, in the order `apply` receives them. */
   readonly stateSlots: readonly string[];
   /** Defaults for the hyperparameters this kernel reads. */
   readonly defaults: Partial<OptimizerHyperparams>;
+  /**
+   * The slots kept under `hyper`, when some are needed only by some settings: a prefix of
+   * `stateSlots`. Every slot when absent.
+   */
+  slotsFor?(hyper: Readonly<OptimizerHyperparams>): readonly string[];
+  /** A slot's value before the first step, when it is not zero. */
+  initialValue?(slot: string, hyper: Readonly<OptimizerHyperparams>): number;
   apply(
     param: Float32Array,
     grad: Float32Array,

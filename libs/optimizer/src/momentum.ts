@@ -2,7 +2,8 @@ import type { OptimizerKernel } from './kernel.js';
 
 /**
  * SGD with momentum (as `tf.train.momentum`): `acc = momentum * acc + grad`, then
- * `param -= lr * acc`, or with Nesterov `param -= lr * (grad + momentum * acc)`.
+ * `param -= lr * acc`, or with Nesterov `param -= lr * (grad + momentum * acc)`. The L2 weight
+ * decay `weightDecay * param` is added to the gradient first.
  */
 export const momentumKernel: OptimizerKernel = {
   name: 'momentum',
@@ -12,15 +13,17 @@ export const momentumKernel: OptimizerKernel = {
     const acc = state[0];
     const lr = hyper.learningRate;
     const m = hyper.momentum;
+    const wd = hyper.weightDecay;
     if (hyper.useNesterov) {
       for (let i = 0; i < param.length; i++) {
-        const a = m * acc[i] + grad[i];
+        const g = grad[i] + wd * param[i];
+        const a = m * acc[i] + g;
         acc[i] = a;
-        param[i] -= lr * (grad[i] + m * a);
+        param[i] -= lr * (g + m * a);
       }
     } else {
       for (let i = 0; i < param.length; i++) {
-        const a = m * acc[i] + grad[i];
+        const a = m * acc[i] + (grad[i] + wd * param[i]);
         acc[i] = a;
         param[i] -= lr * a;
       }

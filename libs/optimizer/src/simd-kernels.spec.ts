@@ -2,7 +2,9 @@ import fc from 'fast-check';
 import { STAGING_CHUNK_ELEMENTS } from '#libs/wasm-simd';
 import {
   Float64GradientSum,
+  OPTIMIZER_KERNELS,
   SIMD_OPTIMIZER_KERNELS,
+  createOptimizerState,
   jsKernelBackend,
   selectKernelBackend,
   type OptimizerHyperparams,
@@ -35,6 +37,10 @@ const hyperparams = fc.record({
   beta1: float32(0.5, 0.99),
   beta2: float32(0.9, 0.9999),
   epsilon: fc.constantFrom(1e-7, 1e-8, 1e-3),
+  initialAccumulatorValue: fc.oneof(fc.constant(0), float32(0, 1)),
+  decay: float32(0.5, 0.99),
+  centered: fc.boolean(),
+  weightDecay: fc.oneof(fc.constant(0), float32(0, 0.1)),
 });
 
 /** Where the arrays of a SIMD step live: each in the kernel heap, or a plain array to stage. */
@@ -75,10 +81,10 @@ describe('simd kernels', () => {
       fc.assert(
         fc.property(trajectory, hyperparams, placement, ({ param, grads }, hyper: OptimizerHyperparams, where) => {
           const n = param.length;
-          const plain = { param: param.slice(), state: kernel.stateSlots.map(() => new Float32Array(n)) };
+          const plain = { param: param.slice(), state: createOptimizerState(kernel, n, hyper) };
           const ours = {
             param: copyInto(where.param, param),
-            state: kernel.stateSlots.map(() => copyInto(where.state, new Float32Array(n))),
+            state: plain.state.map((initial) => copyInto(where.state, initial)),
           };
           grads.forEach((g, i) => {
             jsKernelBackend.update(kernel, plain.param, plain.param, g, plain.state, hyper, i + 1);
@@ -102,13 +108,17 @@ describe('simd kernels', () => {
     },
   );
 
+  it('simd kernels - every optimizer kernel has a SIMD128 counterpart', () => {
+    expect(SIMD_OPTIMIZER_KERNELS.map((k) => k.kernel)).toEqual(OPTIMIZER_KERNELS);
+  });
+
   it('simd kernels - an update in place and one into another array agree to the bit', () => {
     fc.assert(
       fc.property(trajectory, hyperparams, ({ param, grads }, hyper) => {
         for (const { kernel } of SIMD_OPTIMIZER_KERNELS) {
           const n = param.length;
-          const inPlace = { param: param.slice(), state: kernel.stateSlots.map(() => new Float32Array(n)) };
-          const apart = { param: param.slice(), state: kernel.stateSlots.map(() => new Float32Array(n)) };
+          const inPlace = { param: param.slice(), state: createOptimizerState(kernel, n, hyper) };
+          const apart = { param: param.slice(), state: createOptimizerState(kernel, n, hyper) };
           grads.forEach((g, i) => {
             simd.update(kernel, inPlace.param, inPlace.param, g, inPlace.state, hyper, i + 1);
             const out = new Float32Array(n);

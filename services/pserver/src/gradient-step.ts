@@ -1,13 +1,14 @@
-import type { ShardJobSettings } from './job-settings.js';
+import { stepHyperparams, type ShardJobSettings } from './job-settings.js';
 import type { ShardParam, ShardParameters } from './shard-parameters.js';
 
 /**
  * Where a gradient is applied: one step of the job's optimizer over every parameter of the
- * shard, after which the version is one higher. `gradients` holds one averaged gradient per
- * parameter, already checked (`push-validation.ts`); without gradients (a recovery step nobody
- * pushed to, see `shard-recovery.ts`, or a bounded-staleness version every trainer moved past)
- * only the version advances. `learningRateScale` multiplies the learning rate of this step
- * alone (a staleness-aware asynchronous push). The kernels write each parameter's new values
+ * shard, with the learning rate the job's schedule gives at the current version, after which
+ * the version is one higher. `gradients` holds one averaged gradient per parameter, already
+ * checked (`push-validation.ts`); without gradients (a recovery step nobody pushed to, see
+ * `shard-recovery.ts`, or a bounded-staleness version every trainer moved past) only the
+ * version advances. `learningRateScale` multiplies the learning rate of this step alone (a
+ * staleness-aware asynchronous push). The kernels write each parameter's new values
  * into a fresh array of the kernel backend instead of into the current one, so snapshots and
  * pulls in flight keep the old values (see `shard-parameters.ts` for when the old arrays are
  * reused); the optimizer state is updated in place. Returns the new version.
@@ -15,14 +16,13 @@ import type { ShardParam, ShardParameters } from './shard-parameters.js';
 export function takeStep(
   params: ShardParameters,
   gradients: ReadonlyMap<string, Float32Array> | undefined,
-  settings: Pick<ShardJobSettings, 'kernel' | 'hyper'>,
+  settings: Pick<ShardJobSettings, 'kernel' | 'hyper' | 'schedule'>,
   learningRateScale = 1,
 ): number {
   const { kernel } = settings;
+  const scheduled = stepHyperparams(settings, params.version);
   const hyper =
-    learningRateScale === 1
-      ? settings.hyper
-      : { ...settings.hyper, learningRate: settings.hyper.learningRate * learningRateScale };
+    learningRateScale === 1 ? scheduled : { ...scheduled, learningRate: scheduled.learningRate * learningRateScale };
   const step = params.version + 1;
   return replaceAll(params, gradients, (out, p, g) =>
     params.kernels.update(kernel, out, p.value, g, p.state, hyper, step),

@@ -437,11 +437,11 @@ describe('pserver over gRPC', () => {
       c.beginInit({
         jobId: 'job-2',
         trainerId: 't',
-        specJson: '{"optimizer":{"type":"adagrad"}}',
+        specJson: '{"optimizer":{"type":"adadelta"}}',
         params: [],
         shardCount: 2,
       }),
-    ).rejects.toThrow(/spec_json.optimizer: unknown optimizer "adagrad"/);
+    ).rejects.toThrow(/spec_json.optimizer: unknown optimizer "adadelta"/);
     await expect(c.finishInit('job-1', 'other')).rejects.toBeInstanceOf(PserverError);
   });
 

@@ -1,6 +1,9 @@
 import {
   getOptimizerKernel,
   resolveHyperparams,
+  resolveLearningRateSchedule,
+  scheduledLearningRate,
+  type LearningRateSchedule,
   type OptimizerHyperparams,
   type OptimizerKernel,
 } from '#libs/optimizer';
@@ -17,7 +20,10 @@ export const DEFAULT_CHECKPOINTS_KEPT = 2;
 /** What a shard takes from a job spec. */
 export interface ShardJobSettings {
   kernel: OptimizerKernel;
+  /** The hyperparameters, the learning rate being the schedule's base rate. */
   hyper: OptimizerHyperparams;
+  /** How the learning rate changes with the version (`stepHyperparams`). */
+  schedule: LearningRateSchedule;
   /**
    * `sync`: one step per version once the quorum pushed; `async`: every push is a step; `ssp`:
    * sync, with pushes taken up to `maxStaleness` versions ahead; `local`: pushes are parameter
@@ -120,9 +126,10 @@ function booleanField(obj: Json, path: string, key: string): boolean {
 }
 
 /**
- * Reads the settings a shard needs from a job spec's JSON (`optimizer`, `training.mode` and its fields,
- * `trainers.min`, `evaluation.everySteps`, `checkpoint`), applying the job spec's defaults to
- * absent fields. Anything unusable is an `InvalidRequestError` naming the field.
+ * Reads the settings a shard needs from a job spec's JSON (`optimizer` and its schedule,
+ * `training.mode` and its fields, `trainers.min`, `evaluation.everySteps`, `checkpoint`),
+ * applying the job spec's defaults to absent fields; `optimizer.clipNorm` and `clipValue` are the
+ * trainers' part. Anything unusable is an `InvalidRequestError` naming the field.
  */
 export function parseJobSettings(specJson: string): ShardJobSettings {
   let spec: unknown;
@@ -140,17 +147,24 @@ export function parseJobSettings(specJson: string): ShardJobSettings {
   if (typeof type !== 'string') throw new InvalidRequestError('spec_json.optimizer.type', 'expected a string');
   let kernel: OptimizerKernel;
   let hyper: OptimizerHyperparams;
+  let schedule: LearningRateSchedule;
   try {
     kernel = getOptimizerKernel(type);
-    const useNesterov = optimizer.useNesterov;
+    const number = (key: string) => optionalNumber(optimizer, 'optimizer', key);
     hyper = resolveHyperparams(kernel, {
-      learningRate: optionalNumber(optimizer, 'optimizer', 'learningRate'),
-      momentum: optionalNumber(optimizer, 'optimizer', 'momentum'),
-      beta1: optionalNumber(optimizer, 'optimizer', 'beta1'),
-      beta2: optionalNumber(optimizer, 'optimizer', 'beta2'),
-      epsilon: optionalNumber(optimizer, 'optimizer', 'epsilon'),
-      useNesterov: typeof useNesterov === 'boolean' ? useNesterov : undefined,
+      learningRate: number('learningRate'),
+      momentum: number('momentum'),
+      beta1: number('beta1'),
+      beta2: number('beta2'),
+      epsilon: number('epsilon'),
+      initialAccumulatorValue: number('initialAccumulatorValue'),
+      decay: number('decay'),
+      weightDecay: number('weightDecay'),
+      // Checked by resolveHyperparams: anything but a boolean is refused there.
+      useNesterov: optimizer.useNesterov as boolean | undefined,
+      centered: optimizer.centered as boolean | undefined,
     });
+    schedule = resolveLearningRateSchedule(optimizer.schedule, hyper.learningRate);
   } catch (cause) {
     if (cause instanceof InvalidRequestError) throw cause;
     throw new InvalidRequestError('spec_json.optimizer', (cause as Error).message, { cause });
@@ -169,6 +183,7 @@ export function parseJobSettings(specJson: string): ShardJobSettings {
   return {
     kernel,
     hyper,
+    schedule,
     ...modeSettings(training, mode as TrainingMode),
     minTrainers: positiveInteger(section(root, 'trainers'), 'trainers', 'min', 1)!,
     evaluationEverySteps: positiveInteger(
@@ -181,4 +196,17 @@ export function parseJobSettings(specJson: string): ShardJobSettings {
     checkpointEverySeconds: everySeconds,
     checkpointKeep: positiveInteger(checkpoint, 'checkpoint', 'keep', DEFAULT_CHECKPOINTS_KEPT, 2)!,
   };
+}
+
+/**
+ * The hyperparameters of the step from `version` to `version + 1`: the job's, with the learning
+ * rate its schedule gives at that version (the same on every shard).
+ */
+export function stepHyperparams(
+  settings: Pick<ShardJobSettings, 'hyper' | 'schedule'>,
+  version: number,
+): OptimizerHyperparams {
+  const { hyper, schedule } = settings;
+  const learningRate = scheduledLearningRate(hyper.learningRate, schedule, version);
+  return learningRate === hyper.learningRate ? hyper : { ...hyper, learningRate };
 }

@@ -11,6 +11,8 @@ import {
   SnapshotNotRetainedError,
   WaitTimeoutError,
 } from './errors.js';
+import { createOptimizerState, resolveLearningRateSchedule, scheduledLearningRate } from '#libs/optimizer';
+import { decodeCheckpoint, encodeCheckpoint } from './checkpoint.js';
 import { JobShard } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
 
@@ -260,18 +262,86 @@ describe('job shard', () => {
     expect(job.version).toBe(0);
   });
 
-  it('job shard - a checkpoint restores version, parameters and optimizer state', () => {
-    const spec = { optimizer: { type: 'adam', learningRate: 0.1 }, training: { mode: 'async' } };
-    const { job } = makeJob(spec);
+  it.each([
+    ['adam', { type: 'adam', learningRate: 0.1 }, 2],
+    ['adagrad', { type: 'adagrad', learningRate: 0.1, initialAccumulatorValue: 0.5 }, 1],
+    ['centered rmsprop', { type: 'rmsprop', learningRate: 0.1, momentum: 0.5, centered: true }, 3],
+    ['adamw', { type: 'adamw', learningRate: 0.1, weightDecay: 0.1 }, 2],
+  ])('job shard - a checkpoint restores version, parameters and optimizer state (%s)', (_name, optimizer, slots) => {
+    const { job } = makeJob({ optimizer, training: { mode: 'async' } });
     initialize(job);
     job.push('a', 0, 1, grads([1, -1], 2));
     job.push('a', 1, 1, grads([0.5, 0.5], 1));
-    const data = job.capture();
+    const data = decodeCheckpoint(encodeCheckpoint(job.capture()), 'test');
+    expect(data.tensors.map((t) => t.state.length)).toEqual([slots, slots]);
     const twin = JobShard.fromCheckpoint(data, { shard: 0, settings: job.settings });
     expect(twin.version).toBe(2);
     expect(twin.initialized).toBe(true);
     job.push('a', 2, 1, grads([3, 1], -1));
     twin.push('a', 2, 1, grads([3, 1], -1));
     expect(values(twin)).toEqual(values(job));
+  });
+
+  it('job shard - the learning rate follows the schedule by version: warm-up, then step decay', () => {
+    const { job } = makeJob({
+      optimizer: { type: 'sgd', learningRate: 0.4, schedule: { type: 'step', every: 2, factor: 0.5, warmupSteps: 2 } },
+      training: { mode: 'async' },
+    });
+    initialize(job);
+    const w: number[] = [];
+    for (let v = 0; v < 6; v++) {
+      job.push('a', v, 1, grads([1, 0], 0));
+      w.push(values(job).w[0]);
+    }
+    // Rates by version: 0.2, 0.4 (warm-up), 0.4, 0.4, 0.2, 0.2.
+    const expected = [0.8, 0.4, 0, -0.4, -0.6, -0.8];
+    w.forEach((got, i) => expect(got).toBeCloseTo(expected[i], 6));
+  });
+
+  it.each([
+    ['nesterov momentum', { type: 'momentum', learningRate: 0.1, useNesterov: true, weightDecay: 0.01 }],
+    ['adagrad', { type: 'adagrad', learningRate: 0.1, weightDecay: 0.01 }],
+    ['rmsprop', { type: 'rmsprop', learningRate: 0.01, momentum: 0.9 }],
+    ['centered rmsprop', { type: 'rmsprop', learningRate: 0.01, centered: true, weightDecay: 0.1 }],
+    ['adamw', { type: 'adamw', learningRate: 0.05, weightDecay: 0.1 }],
+  ])('job shard - %s with a cosine schedule steps as its kernel does at the scheduled rates', (_name, optimizer) => {
+    const schedule = { type: 'cosine', steps: 4, minLearningRate: 0.001, warmupSteps: 1 };
+    const { job } = makeJob({ optimizer: { ...optimizer, schedule }, training: { mode: 'async' } });
+    initialize(job);
+    const { kernel, hyper } = job.settings;
+    const resolved = resolveLearningRateSchedule(schedule, hyper.learningRate);
+    const w = Float32Array.of(1, 2);
+    const state = createOptimizerState(kernel, 2, hyper);
+    const pushed: [number, number][] = [
+      [1, -1],
+      [0.5, 2],
+      [-3, 0.25],
+      [1, 1],
+      [0, -2],
+      [2, 0.5],
+    ];
+    pushed.forEach((g, v) => {
+      job.push('a', v, 1, grads(g, 0));
+      const learningRate = scheduledLearningRate(hyper.learningRate, resolved, v);
+      kernel.apply(w, Float32Array.from(g), state, { ...hyper, learningRate }, v + 1);
+    });
+    const got = values(job).w;
+    expect(got[0]).toBeCloseTo(w[0], 5);
+    expect(got[1]).toBeCloseTo(w[1], 5);
+    expect(got).not.toEqual([1, 2]);
+  });
+
+  it('job shard - optimizer settings a kernel refuses are an invalid request naming the field', () => {
+    expect(() =>
+      parseJobSettings(
+        JSON.stringify({ optimizer: { type: 'sgd', learningRate: 0.1, schedule: { type: 'step', every: 0 } } }),
+      ),
+    ).toThrow(/spec_json.optimizer.*optimizer.schedule.every = 0: must be an integer >= 1/);
+    expect(() => parseJobSettings(JSON.stringify({ optimizer: { type: 'momentum', useNesterov: 'yes' } }))).toThrow(
+      /optimizer.useNesterov = "yes": expected true or false/,
+    );
+    expect(() => parseJobSettings(JSON.stringify({ optimizer: { type: 'rmsprop', decay: 1.5 } }))).toThrow(
+      /optimizer.decay = 1.5: must be in \[0, 1\)/,
+    );
   });
 });

@@ -1,5 +1,5 @@
 import type { DataType, TensorInfo } from '#libs/pserver-protocol';
-import { defaultKernelBackend, type KernelBackend } from '#libs/optimizer';
+import { createOptimizerState, defaultKernelBackend, type KernelBackend } from '#libs/optimizer';
 import type { CheckpointData } from './checkpoint.js';
 import { AlreadyInitializedError, NotInitializedError, ShardClosingError, SnapshotNotRetainedError } from './errors.js';
 import { addDeltas, takeStep } from './gradient-step.js';
@@ -122,7 +122,7 @@ export class JobShard {
     progress?: Pick<ProgressRecord, 'version' | 'members'>,
   ): JobShard {
     const job = new JobShard({ ...options, jobId: data.jobId, specJson: data.specJson });
-    job.resume(resumedShard(data, options.settings.kernel, progress));
+    job.resume(resumedShard(data, options.settings, progress));
     return job;
   }
 
@@ -185,7 +185,7 @@ export class JobShard {
 
   /**
    * Completes initialisation: every owned parameter must have arrived. The shard is then at
-   * version 0 (or its `firstVersion`) with zeroed optimizer state. Finishing an initialised
+   * version 0 (or its `firstVersion`) with fresh optimizer state. Finishing an initialised
    * shard is a no-op.
    */
   finishInit(trainerId: string): number {
@@ -193,10 +193,13 @@ export class JobShard {
     if (this.initialized) return this.version;
     this.election.requireHolder(trainerId);
     const staged = this.election.finish(this.ownership.known ? this.ownership.names() : undefined);
-    const { kernel } = this.settings;
+    const { kernel, hyper } = this.settings;
     const { kernels } = this.params;
     this.params.install(
-      staged.map((t) => ({ ...t, state: kernel.stateSlots.map(() => kernels.allocate(t.value.length).fill(0)) })),
+      staged.map((t) => ({
+        ...t,
+        state: createOptimizerState(kernel, t.value.length, hyper, (n) => kernels.allocate(n)),
+      })),
       // Until now the version has been the one the job starts at.
       this.version,
     );

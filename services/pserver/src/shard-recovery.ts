@@ -33,10 +33,11 @@
  *   starts from the recorded one rather than from 0.
  */
 
-import { createOptimizerState, type OptimizerKernel } from '#libs/optimizer';
+import { createOptimizerState, optimizerStateSlots } from '#libs/optimizer';
 import { loadCheckpoint, type CheckpointData } from './checkpoint.js';
 import { CheckpointError } from './errors.js';
 import type { LineLogger } from '#libs/logging';
+import type { ShardJobSettings } from './job-settings.js';
 import { ProgressRecordFile, readProgressRecord, type ProgressRecord, type RecordedMember } from './progress-record.js';
 import type { ShardParam } from './shard-parameters.js';
 
@@ -51,24 +52,23 @@ export interface ResumedShard {
 
 /**
  * The state a job shard resumes in from `data` and, when there is one, its progress record.
- * The checkpoint's optimizer state is kept when it belongs to the job's optimizer; otherwise
- * each parameter starts from fresh state.
+ * The checkpoint's optimizer state is kept when it belongs to the job's optimizer and holds the
+ * slots it keeps under the job's settings; otherwise each parameter starts from fresh state.
  */
 export function resumedShard(
   data: CheckpointData,
-  kernel: OptimizerKernel,
+  settings: Pick<ShardJobSettings, 'kernel' | 'hyper'>,
   progress?: Pick<ProgressRecord, 'version' | 'members'>,
 ): ResumedShard {
+  const { kernel, hyper } = settings;
   const stateMatches = data.optimizer === kernel.name;
+  const slots = optimizerStateSlots(kernel, hyper).length;
   return {
     params: data.tensors.map((t) => ({
       name: t.name,
       shape: t.shape,
       value: t.value,
-      state:
-        stateMatches && t.state.length === kernel.stateSlots.length
-          ? t.state
-          : createOptimizerState(kernel, t.value.length),
+      state: stateMatches && t.state.length === slots ? t.state : createOptimizerState(kernel, t.value.length, hyper),
     })),
     version: Math.max(data.version, progress?.version ?? 0),
     members: progress?.members ?? [],

@@ -138,6 +138,7 @@ export class JobTrainer {
         localSync,
         elasticAlpha,
         maxGradientRetries: spec.training.maxGradientRetries,
+        clipping: { clipNorm: spec.optimizer.clipNorm, clipValue: spec.optimizer.clipValue },
         pullWaitMs: this.deps.pullWaitMs,
         outageBudgetMs: this.deps.pserverOutageBudgetMs,
         onMinibatch: (samples, versions) => reporter.minibatch(samples, versions),

@@ -10,6 +10,7 @@ import {
   type PulledParams,
   type PushOutcome,
   type StatusReply,
+  type TensorLike,
 } from '#libs/pserver-client';
 import { GradientRetriesExhaustedError, PserverOutageError } from './errors.js';
 import { MinibatchReader } from './minibatch-reader.js';
@@ -109,6 +110,20 @@ class FakePserver implements ParameterService {
   }
 }
 
+/** A `FakePserver` that keeps every update pushed to it. */
+class RecordingPserver extends FakePserver {
+  readonly updates: (readonly TensorLike[])[] = [];
+
+  override async pushGradients(
+    versions: number | readonly number[],
+    samples: number,
+    update: readonly TensorLike[] = [],
+  ): Promise<PushOutcome> {
+    this.updates.push(update);
+    return super.pushGradients(versions, samples);
+  }
+}
+
 /** A `FakePserver` whose pushes bring back the parameters they produce, as `pushPull` does. */
 class PushPullPserver extends FakePserver {
   /** Push-pulls whose parameters do not come in time (pull them as usual). */
@@ -170,6 +185,22 @@ describe('training loop', () => {
     expect(learner.calls).toEqual(['setParams 3', 'train 0', 'setParams 4', 'train 0', 'setParams 5', 'train 0']);
     expect(ps.pushes).toEqual([3, 4, 5]);
     expect(ps.pulls).toEqual([0, [4], [5]]);
+  });
+
+  it('training loop - the update is clipped to optimizer.clipNorm and clipValue before it is pushed', async () => {
+    const learner = new FakeLearner();
+    learner.getUpdate = async () => [
+      { name: 'w', dtype: 'float32', shape: [2], data: Float32Array.of(30, -40) },
+      { name: 'b', dtype: 'float32', shape: [1], data: Float32Array.of(0) },
+    ];
+    const ps = new RecordingPserver();
+    const loop = new TrainingLoop(learner, ps, {
+      mode: 'sync',
+      maxGradientRetries: 0,
+      clipping: { clipNorm: 10, clipValue: 7 },
+    });
+    await expect(loop.trainMinibatch(BATCH, never)).resolves.toBe('pushed');
+    expect(ps.updates.map((u) => u.map((t) => Array.from(t.data as Float32Array)))).toEqual([[[6, -7], [0]]]);
   });
 
   it('training loop - parameters that come back with the push are loaded without a pull', async () => {

@@ -13,6 +13,7 @@ import { PULL_WAIT_MS } from './defaults.js';
 import { InterruptedError, unlessAborted } from './abort-race.js';
 import { elasticExchange } from './elastic-averaging.js';
 import { GradientRetriesExhaustedError } from './errors.js';
+import { clipGradients, type GradientClipping } from './gradient-clipping.js';
 import type { MinibatchReader } from './minibatch-reader.js';
 import { PserverOutage, failedShards, isTransientPserverFailure } from './pserver-outage.js';
 import { StepPhases } from './step-phases.js';
@@ -51,6 +52,8 @@ export type LoopMode = Pick<
 export interface TrainingLoopOptions extends LoopMode {
   /** Recomputations of a refused minibatch before the task fails. */
   maxGradientRetries: number;
+  /** How each update is clipped before it is pushed (`optimizer.clipNorm`, `clipValue`); absent: not at all. */
+  clipping?: GradientClipping;
   /** How long one pull waits for the version it needs before asking again. */
   pullWaitMs?: number;
   /** First pause after a call the parameter servers did not answer (not a stale refusal). */
@@ -221,7 +224,10 @@ export class TrainingLoop {
         throw err;
       }
       await this.phases.time('train', () => this.learner.train(batch));
-      const update = await this.phases.time('getUpdate', () => this.learner.getUpdate());
+      const update = clipGradients(
+        await this.phases.time('getUpdate', () => this.learner.getUpdate()),
+        this.options.clipping,
+      );
       const held = this.held!;
       const result = await this.pushUpdate(this.pushVersions(held), batch.size, update, signal);
       if (result.kind === 'interrupted') return 'interrupted';

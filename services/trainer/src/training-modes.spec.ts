@@ -249,7 +249,7 @@ describe('training modes on a trainer', () => {
   });
 
   it('learner options - local mode learns deltas at the optimizer learning rate, the others gradients', () => {
-    const optimizer = { type: 'sgd', learningRate: 0.3 } as const;
+    const optimizer = { type: 'sgd', learningRate: 0.3, weightDecay: 0 } as const;
     expect(learnerOptions({ training: { mode: 'local' } as never, optimizer })).toEqual({
       mode: 'delta',
       localLearningRate: 0.3,

@@ -1,23 +1,26 @@
 ;; Adam over float32 arrays in the imported kernel heap (see adam.ts), in the order of the plain
 ;; JavaScript kernel's operations:
-;;   m[i] = b1 * m[i] + c1 * grad[i]
-;;   v[i] = b2 * v[i] + c2 * grad[i] * grad[i]
-;;   out[i] = param[i] - (lr * (m[i] / k1)) / (sqrt(v[i] / k2) + eps)
-;; where c = 1 - b and k = 1 - b^t are computed by the caller as TensorFlow.js does. Arrays are
-;; byte offsets, n counts elements; four lanes at a time, then the remaining one to three
-;; elements one by one with the same float32 operations. `out` may be `param`.
+;;   g[i] = grad[i] + l2 * param[i]
+;;   m[i] = b1 * m[i] + c1 * g[i]
+;;   v[i] = b2 * v[i] + c2 * g[i] * g[i]
+;;   out[i] = param[i] - param[i] * decay - (lr * (m[i] / k1)) / (sqrt(v[i] / k2) + eps)
+;; where c = 1 - b and k = 1 - b^t are computed by the caller as TensorFlow.js does. `l2` is the
+;; L2 weight decay of `adam` and `decay` the decoupled weight decay of `adamw` (adamw.ts); each
+;; passes zero for the other. Arrays are byte offsets, n counts elements; four lanes at a time,
+;; then the remaining one to three elements one by one with the same float32 operations. `out`
+;; may be `param`.
 (module
   (import "env" "memory" (memory 1 65536 shared))
 
   (func (export "adam")
     (param $out i32) (param $param i32) (param $grad i32) (param $m i32) (param $v i32) (param $n i32)
     (param $lr f32) (param $b1 f32) (param $b2 f32) (param $c1 f32) (param $c2 f32)
-    (param $k1 f32) (param $k2 f32) (param $eps f32)
+    (param $k1 f32) (param $k2 f32) (param $eps f32) (param $l2 f32) (param $decay f32)
     (local $i i32) (local $end i32) (local $vectorEnd i32)
     (local $lrv v128) (local $b1v v128) (local $b2v v128) (local $c1v v128) (local $c2v v128)
-    (local $k1v v128) (local $k2v v128) (local $epsv v128)
-    (local $g v128) (local $mi v128) (local $vi v128)
-    (local $gs f32) (local $ms f32) (local $vs f32)
+    (local $k1v v128) (local $k2v v128) (local $epsv v128) (local $l2v v128) (local $decayv v128)
+    (local $p v128) (local $g v128) (local $mi v128) (local $vi v128)
+    (local $ps f32) (local $gs f32) (local $ms f32) (local $vs f32)
     (local.set $lrv (f32x4.splat (local.get $lr)))
     (local.set $b1v (f32x4.splat (local.get $b1)))
     (local.set $b2v (f32x4.splat (local.get $b2)))
@@ -26,12 +29,18 @@
     (local.set $k1v (f32x4.splat (local.get $k1)))
     (local.set $k2v (f32x4.splat (local.get $k2)))
     (local.set $epsv (f32x4.splat (local.get $eps)))
+    (local.set $l2v (f32x4.splat (local.get $l2)))
+    (local.set $decayv (f32x4.splat (local.get $decay)))
     (local.set $end (i32.shl (local.get $n) (i32.const 2)))
     (local.set $vectorEnd (i32.and (local.get $end) (i32.const -16)))
     (block $vectorsDone
       (loop $vectors
         (br_if $vectorsDone (i32.ge_u (local.get $i) (local.get $vectorEnd)))
-        (local.set $g (v128.load (i32.add (local.get $grad) (local.get $i))))
+        (local.set $p (v128.load (i32.add (local.get $param) (local.get $i))))
+        (local.set $g
+          (f32x4.add
+            (v128.load (i32.add (local.get $grad) (local.get $i)))
+            (f32x4.mul (local.get $l2v) (local.get $p))))
         (local.set $mi
           (f32x4.add
             (f32x4.mul (local.get $b1v) (v128.load (i32.add (local.get $m) (local.get $i))))
@@ -44,7 +53,7 @@
         (v128.store (i32.add (local.get $v) (local.get $i)) (local.get $vi))
         (v128.store (i32.add (local.get $out) (local.get $i))
           (f32x4.sub
-            (v128.load (i32.add (local.get $param) (local.get $i)))
+            (f32x4.sub (local.get $p) (f32x4.mul (local.get $p) (local.get $decayv)))
             (f32x4.div
               (f32x4.mul (local.get $lrv) (f32x4.div (local.get $mi) (local.get $k1v)))
               (f32x4.add (f32x4.sqrt (f32x4.div (local.get $vi) (local.get $k2v))) (local.get $epsv)))))
@@ -53,7 +62,11 @@
     (block $tailDone
       (loop $tail
         (br_if $tailDone (i32.ge_u (local.get $i) (local.get $end)))
-        (local.set $gs (f32.load (i32.add (local.get $grad) (local.get $i))))
+        (local.set $ps (f32.load (i32.add (local.get $param) (local.get $i))))
+        (local.set $gs
+          (f32.add
+            (f32.load (i32.add (local.get $grad) (local.get $i)))
+            (f32.mul (local.get $l2) (local.get $ps))))
         (local.set $ms
           (f32.add
             (f32.mul (local.get $b1) (f32.load (i32.add (local.get $m) (local.get $i))))
@@ -66,7 +79,7 @@
         (f32.store (i32.add (local.get $v) (local.get $i)) (local.get $vs))
         (f32.store (i32.add (local.get $out) (local.get $i))
           (f32.sub
-            (f32.load (i32.add (local.get $param) (local.get $i)))
+            (f32.sub (local.get $ps) (f32.mul (local.get $ps) (local.get $decay)))
             (f32.div
               (f32.mul (local.get $lr) (f32.div (local.get $ms) (local.get $k1)))
               (f32.add (f32.sqrt (f32.div (local.get $vs) (local.get $k2))) (local.get $eps)))))

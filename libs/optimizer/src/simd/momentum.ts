@@ -8,6 +8,6 @@ export const momentumSimdKernel: SimdOptimizerKernel = {
   entries: ['momentum', 'nesterov'],
   call: (hyper) => ({
     entry: hyper.useNesterov ? 'nesterov' : 'momentum',
-    scalars: [hyper.learningRate, hyper.momentum],
+    scalars: [hyper.learningRate, hyper.momentum, hyper.weightDecay],
   }),
 };

@@ -1,5 +1,8 @@
+import { adagradSimdKernel } from './adagrad.js';
 import { adamSimdKernel } from './adam.js';
+import { adamwSimdKernel } from './adamw.js';
 import { momentumSimdKernel } from './momentum.js';
+import { rmspropSimdKernel } from './rmsprop.js';
 import { sgdSimdKernel } from './sgd.js';
 import type { SimdOptimizerKernel } from './simd-kernel.js';
 
@@ -8,4 +11,7 @@ export const SIMD_OPTIMIZER_KERNELS: readonly SimdOptimizerKernel[] = [
   sgdSimdKernel,
   momentumSimdKernel,
   adamSimdKernel,
+  adagradSimdKernel,
+  rmspropSimdKernel,
+  adamwSimdKernel,
 ];
