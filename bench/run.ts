@@ -68,6 +68,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./tta/tta.js')).runTtaBench(say),
   },
   {
+    name: 'modes',
+    about: 'the example MLP for 2 epochs in every training mode (and float16 transfer): test accuracy vs sync',
+    quick: false,
+    run: async (say) => (await import('./modes/modes.js')).runModesBench(say),
+  },
+  {
     name: 'recordio',
     about: 'RecordIO read throughput vs a plain sequential read (prints its own table)',
     quick: false,

@@ -297,9 +297,11 @@ describe('master client (real NATS)', () => {
     expect(first.value).toMatchObject({ jobId: 'w1', initial: true, record });
     await kv.put('w2', new TextEncoder().encode('garbage'));
     await kv.put('w1', encodeJson({ ...record, state: 'stopped', reason: 'manual' }));
-    await kv.delete('w1');
     const second = await it.next();
     expect(second.value).toMatchObject({ jobId: 'w1', initial: false, record: { state: 'stopped' } });
+    // The bucket keeps one value per key: a change replaced before the watch read it is never
+    // seen, so the delete waits until the change was.
+    await kv.delete('w1');
     const third = await it.next();
     expect(third.value).toMatchObject({ jobId: 'w1', record: null });
     watch.stop();
