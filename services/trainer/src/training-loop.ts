@@ -217,12 +217,7 @@ export class TrainingLoop {
     const { maxGradientRetries } = this.options;
     let refusals = 0;
     for (;;) {
-      try {
-        await this.refresh(signal);
-      } catch (err) {
-        if (err instanceof InterruptedError) return 'interrupted';
-        throw err;
-      }
+      if (!(await this.refreshUnlessInterrupted(signal))) return 'interrupted';
       await this.phases.time('train', () => this.learner.train(batch));
       const update = clipGradients(
         await this.phases.time('getUpdate', () => this.learner.getUpdate()),
@@ -250,12 +245,7 @@ export class TrainingLoop {
     // A round starts from the servers' parameters; an elastic trainer keeps its own copy after
     // the first (or after an outage made it pull again).
     if (this.round.steps === 0 && (this.options.elasticAlpha === undefined || this.held === undefined)) {
-      try {
-        await this.refresh(signal);
-      } catch (err) {
-        if (err instanceof InterruptedError) return 'interrupted';
-        throw err;
-      }
+      if (!(await this.refreshUnlessInterrupted(signal))) return 'interrupted';
     }
     await this.phases.time('train', () => this.learner.train(batch));
     this.round.steps += 1;
@@ -398,6 +388,17 @@ export class TrainingLoop {
       waitMs: this.options.pullWaitMs ?? PULL_WAIT_MS,
       sameVersion: this.stepsByRound() && this.options.mode !== 'ssp',
     });
+  }
+
+  /** `refresh`, false when the signal fired while waiting. */
+  private async refreshUnlessInterrupted(signal: AbortSignal): Promise<boolean> {
+    try {
+      await this.refresh(signal);
+      return true;
+    } catch (err) {
+      if (err instanceof InterruptedError) return false;
+      throw err;
+    }
   }
 
   /**
