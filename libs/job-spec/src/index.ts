@@ -12,7 +12,7 @@ export type { MetricDirection } from './objective.js';
 export { cnnInputShape, featureCount, maxCnnLayers } from './model-input.js';
 export type { ImageShape } from './model-input.js';
 export { resolveTopology } from './layers-topology.js';
-export { DEFAULT_TRAINING_MODE, TRAINING_MODE_FIELDS } from './training-modes.js';
+export { DEFAULT_TRAINING_MODE, LOCAL_OPTIMIZER_TYPES, TRAINING_MODE_FIELDS } from './training-modes.js';
 export type {
   Activation,
   AdagradOptimizerSpec,

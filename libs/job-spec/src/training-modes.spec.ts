@@ -99,12 +99,18 @@ describe('training modes in the job spec', () => {
     ]);
   });
 
-  it('training modes - local needs plain sgd', () => {
-    expect(violationsOf(spec({ mode: 'local' }, { optimizer: { type: 'adam', learningRate: 0.01 } }))).toEqual([
+  it('training modes - local takes the optimizers a trainer can run, without schedule, decay or clipping', () => {
+    expect(() =>
+      validateJobSpec(spec({ mode: 'local' }, { optimizer: { type: 'adam', learningRate: 0.01 } })),
+    ).not.toThrow();
+    expect(violationsOf(spec({ mode: 'local' }, { optimizer: { type: 'adamw', learningRate: 0.01 } }))).toEqual([
       {
         field: 'optimizer.type',
-        reason: expect.stringMatching(/^must be sgd with training.mode local: .* \(got "adam"\)$/),
+        reason: expect.stringMatching(
+          /^must be one of sgd, momentum, adam, adagrad, rmsprop with training.mode local: .* \(got "adamw"\)$/,
+        ),
       },
+      { field: 'optimizer.weightDecay', reason: expect.stringMatching(/^does not apply with training.mode local/) },
     ]);
     const sgd = {
       type: 'sgd',

@@ -24,14 +24,17 @@ function modeOf(training: Record<string, unknown>): TrainingMode | undefined {
   return typeof mode === 'string' && Object.hasOwn(TRAINING_MODE_FIELDS, mode) ? (mode as TrainingMode) : undefined;
 }
 
-/** Optimizer fields the plain SGD steps of `local` trainers do not take. */
+/** Optimizers a trainer can run on its own copy of the model (`local` mode); `adamw` has no TF.js counterpart. */
+export const LOCAL_OPTIMIZER_TYPES: readonly string[] = ['sgd', 'momentum', 'adam', 'adagrad', 'rmsprop'];
+
+/** Optimizer fields the local steps of `local` trainers do not take. */
 const LOCAL_UNSUPPORTED_OPTIMIZER_FIELDS = ['schedule', 'weightDecay', 'clipNorm', 'clipValue'] as const;
 
 /**
  * The violations of the mode fields of `training`: a field of another mode than the job's,
  * `training.backupTrainers` not below the quorum (`trainers.min`), and `local` with an optimizer
- * other than `sgd` or with a schedule, weight decay or clipping (its trainers take plain SGD
- * steps). Silent on what it cannot read.
+ * the trainers cannot run, or with a schedule, weight decay or clipping (which the trainers'
+ * local steps do not take). Silent on what it cannot read.
  */
 export function trainingModeViolations(spec: Record<string, unknown>): JobSpecViolation[] {
   const training = spec['training'];
@@ -56,10 +59,10 @@ export function trainingModeViolations(spec: Record<string, unknown>): JobSpecVi
   }
   const optimizer = spec['optimizer'];
   const type = isRecord(optimizer) ? optimizer['type'] : undefined;
-  if (mode === 'local' && typeof type === 'string' && type !== 'sgd') {
+  if (mode === 'local' && typeof type === 'string' && !LOCAL_OPTIMIZER_TYPES.includes(type)) {
     out.push({
       field: 'optimizer.type',
-      reason: `must be sgd with training.mode local: the trainers take plain SGD steps at optimizer.learningRate and the parameter servers add their deltas (got ${JSON.stringify(type)})`,
+      reason: `must be one of ${LOCAL_OPTIMIZER_TYPES.join(', ')} with training.mode local: the trainers run it on their own copies and the parameter servers add their deltas (got ${JSON.stringify(type)})`,
     });
   }
   if (mode === 'local' && isRecord(optimizer)) {
@@ -68,7 +71,7 @@ export function trainingModeViolations(spec: Record<string, unknown>): JobSpecVi
       if (value === undefined || (field === 'weightDecay' && value === 0)) continue;
       out.push({
         field: `optimizer.${field}`,
-        reason: `does not apply with training.mode local: the trainers take plain SGD steps at optimizer.learningRate`,
+        reason: `does not apply with training.mode local: the trainers take their local steps at optimizer.learningRate`,
       });
     }
   }

@@ -28,6 +28,7 @@ export {
 export type { FrontedKernel } from './kernels/register.js';
 
 export { DEFAULT_LOCAL_LEARNING_RATE, TfjsLearner } from './learner.js';
+export { localOptimizerFor } from './local-optimizer.js';
 export type {
   Batch,
   EvaluationResult,

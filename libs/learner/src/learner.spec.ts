@@ -193,6 +193,34 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
     learner.shutdown();
   });
 
+  it("learner - delta mode with a local optimizer steps with it: Adam's first step", async () => {
+    const rate = 0.01;
+    const epsilon = 1e-7;
+    const learner = new TfjsLearner({ mode: 'delta', localOptimizer: () => tf.train.adam(rate, 0.9, 0.999, epsilon) });
+    await learner.initialize(MLP_SPEC);
+    const reference = new TfjsLearner();
+    await reference.initialize(MLP_SPEC);
+    const start = await learner.getParams();
+    const batch = makeBatch(MLP_SPEC, 8, 11);
+    reference.setParams(start);
+    await reference.train(batch);
+    const gradient = await reference.getUpdate();
+    learner.setParams(start);
+    await learner.train(batch);
+    const delta = await learner.getUpdate();
+    // From zero moments, bias-corrected: m = g, v = g^2, so the step is lr * g / (|g| + epsilon).
+    const expected = gradient.map((g) => ({ ...g, data: g.data.map((v) => (-rate * v) / (Math.abs(v) + epsilon)) }));
+    expect(maxAbsDiff(delta, expected)).toBeLessThanOrEqual(1e-5);
+    expect(
+      maxAbsDiff(
+        delta,
+        gradient.map((g) => ({ ...g, data: g.data.map((v) => -rate * v) })),
+      ),
+    ).toBeGreaterThan(1e-4);
+    learner.shutdown();
+    reference.shutdown();
+  });
+
   it('learner - delta mode returns the change made by local SGD steps', async () => {
     const rate = 0.1;
     const learner = new TfjsLearner({ mode: 'delta', localLearningRate: rate });

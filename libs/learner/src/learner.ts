@@ -102,6 +102,11 @@ export interface TfjsLearnerOptions {
   mode?: UpdateMode;
   /** Step size of local SGD in `delta` mode; defaults to {@link DEFAULT_LOCAL_LEARNING_RATE}. */
   localLearningRate?: number;
+  /**
+   * `delta` mode: makes the optimizer of the local steps (see `localOptimizerFor`), once per
+   * model the learner builds; absent or giving undefined, plain SGD at `localLearningRate`.
+   */
+  localOptimizer?: () => tf.Optimizer | undefined;
 }
 
 interface Built {
@@ -110,6 +115,8 @@ interface Built {
   params: NamedVariable[];
   inputShape: number[];
   layout: RecordLayout;
+  /** `delta` mode: the optimizer of the local steps; undefined for plain SGD. */
+  localOptimizer: tf.Optimizer | undefined;
 }
 
 /**
@@ -124,6 +131,7 @@ export class TfjsLearner implements Learner {
   private built: Built | undefined;
   private readonly mode: UpdateMode;
   private readonly localLearningRate: number;
+  private readonly makeLocalOptimizer: (() => tf.Optimizer | undefined) | undefined;
   /** gradient mode: the example-weighted mean gradient since the update started. */
   private meanGradients: tf.Tensor[] | undefined;
   /** delta mode: the parameters when the update started. */
@@ -135,6 +143,7 @@ export class TfjsLearner implements Learner {
   constructor(options: TfjsLearnerOptions = {}) {
     this.mode = options.mode ?? 'gradient';
     this.localLearningRate = options.localLearningRate ?? DEFAULT_LOCAL_LEARNING_RATE;
+    this.makeLocalOptimizer = options.localOptimizer;
     if (!(this.localLearningRate > 0)) {
       throw new RangeError(`localLearningRate ${this.localLearningRate} must be positive`);
     }
@@ -160,6 +169,7 @@ export class TfjsLearner implements Learner {
       params: namedTrainableVariables(model),
       inputShape: modelInputShape(model, spec.layout),
       layout: spec.layout,
+      localOptimizer: this.mode === 'delta' ? this.makeLocalOptimizer?.() : undefined,
     };
     this.startUpdate();
   }
@@ -230,8 +240,10 @@ export class TfjsLearner implements Learner {
     if (this.mode === 'gradient') {
       this.accumulateGradients(grads, batch.size);
     } else {
+      const optimizer = built.localOptimizer;
       tf.tidy(() => {
-        vars.forEach((v, i) => v.assign(tf.sub(v, tf.mul(grads[i]!, this.localLearningRate))));
+        if (optimizer) optimizer.applyGradients(vars.map((v, i) => ({ name: v.name, tensor: grads[i]! })));
+        else vars.forEach((v, i) => v.assign(tf.sub(v, tf.mul(grads[i]!, this.localLearningRate))));
       });
       tf.dispose(grads);
     }
@@ -292,6 +304,7 @@ export class TfjsLearner implements Learner {
     if (this.built !== undefined) {
       this.built.head.dispose();
       this.built.model.dispose();
+      this.built.localOptimizer?.dispose();
       this.built = undefined;
     }
   }

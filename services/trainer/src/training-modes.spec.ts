@@ -248,12 +248,23 @@ describe('training modes on a trainer', () => {
     ).toThrow(/no parameter matching w/);
   });
 
-  it('learner options - local mode learns deltas at the optimizer learning rate, the others gradients', () => {
+  it('learner options - local mode learns deltas with the job optimizer at its learning rate, the others gradients', () => {
     const optimizer = { type: 'sgd', learningRate: 0.3, weightDecay: 0 } as const;
-    expect(learnerOptions({ training: { mode: 'local' } as never, optimizer })).toEqual({
-      mode: 'delta',
-      localLearningRate: 0.3,
-    });
+    const local = learnerOptions({ training: { mode: 'local' } as never, optimizer });
+    expect(local).toMatchObject({ mode: 'delta', localLearningRate: 0.3 });
+    // Plain SGD is the learner's own step.
+    expect(local.localOptimizer?.()).toBeUndefined();
+    const adam = {
+      type: 'adam',
+      learningRate: 0.002,
+      beta1: 0.9,
+      beta2: 0.999,
+      epsilon: 1e-7,
+      weightDecay: 0,
+    } as const;
+    const made = learnerOptions({ training: { mode: 'local' } as never, optimizer: adam }).localOptimizer?.();
+    expect(made?.getClassName()).toBe('Adam');
+    made?.dispose();
     expect(learnerOptions({ training: { mode: 'ssp' } as never, optimizer })).toEqual({ mode: 'gradient' });
   });
 });
