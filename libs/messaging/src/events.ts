@@ -55,6 +55,8 @@ export type JobEvent =
       metrics: EvaluationMetrics;
       examples: number;
       best: number;
+      /** Examples trained on over every trainer when the snapshot was scored, as the master counted them. */
+      samples?: number;
     }
   | { type: 'stopped'; jobId: string; at: string; reason: StopReason; detail?: string }
   | { type: 'model-exported'; jobId: string; at: string; output: string; bestValue: number }
