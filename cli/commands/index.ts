@@ -13,4 +13,11 @@ export interface CommandModule {
 }
 
 /** Every command of `tributary`, registered in this order (which is also the order in `--help`). */
-export const COMMANDS: readonly CommandModule[] = [datasetConvert, recordioInspect, recordioCat, cluster, jobs, jobList];
+export const COMMANDS: readonly CommandModule[] = [
+  datasetConvert,
+  recordioInspect,
+  recordioCat,
+  cluster,
+  jobs,
+  jobList,
+];

@@ -18,7 +18,10 @@ function metricCell(value: number | undefined): string {
 
 /** `2026-01-02T03:04:05.678Z` as `2026-01-02 03:04:05`. */
 function timeCell(iso: string): string {
-  return iso.replace('T', ' ').replace(/\.\d+Z$/, '').replace(/Z$/, '');
+  return iso
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, '')
+    .replace(/Z$/, '');
 }
 
 /** The table `tributary jobs` prints, one line per job. */

@@ -80,7 +80,9 @@ export class JobLifecycle {
       this.drops.delete(jobId);
       void this.shard
         .discard(jobId)
-        .catch((err: Error) => this.options.logger.warn(`job ${jobId}: removing its checkpoints failed: ${err.message}`));
+        .catch((err: Error) =>
+          this.options.logger.warn(`job ${jobId}: removing its checkpoints failed: ${err.message}`),
+        );
       return;
     }
     const state = this.stateOf(entry);
