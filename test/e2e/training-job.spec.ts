@@ -4,8 +4,17 @@ import * as tf from '@tensorflow/tfjs';
 import type { LocalCluster } from '#libs/local-cluster';
 import { loadLayersModelFromDir } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
-import { connectNats, encodeJson, SUBJECTS, type JobEvent, type NatsConnection } from '#libs/messaging';
+import {
+  connectNats,
+  encodeJson,
+  SUBJECTS,
+  type JobEvent,
+  type JobListEntry,
+  type NatsConnection,
+} from '#libs/messaging';
+import { waitUntil } from '../support/chaos-watch.js';
 import { runCli } from '../support/cli-run.js';
+import { jsonLines } from '../support/json-lines.js';
 import { JobAccountingWatch } from '../support/job-accounting.js';
 import { waitForEvent } from '../support/job-events.js';
 import { testCluster } from '../support/test-cluster.js';
@@ -64,6 +73,31 @@ describe('training job, end to end', () => {
       for (const field of ['epochs', 'steps', 'wallSeconds', 'samplesPerSecond'])
         expect(typeof summary[field]).toBe('number');
 
+      // The history files: every event of the job once, in stream order, and a line per evaluation.
+      const history = await waitUntil(
+        'the last event in events.jsonl',
+        () => {
+          const lines = jsonLines(join(output, 'events.jsonl'));
+          return lines.at(-1)?.['type'] === 'model-exported' ? lines : undefined;
+        },
+        30_000,
+      );
+      expect(history.map((l) => l['type'])).toEqual(events.map((e) => e.type));
+      expect(history.map(({ seq: _seq, ...event }) => event)).toEqual(events);
+      const seqs = history.map((l) => l['seq'] as number);
+      expect(new Set(seqs).size).toBe(seqs.length);
+      expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
+      const evaluations = events.filter((e) => e.type === 'metrics');
+      const metrics = jsonLines(join(output, 'metrics.jsonl'));
+      expect(metrics.map((m) => m['version'])).toEqual(evaluations.map((e) => e.version));
+      for (const m of metrics) {
+        expect(m).toMatchObject({ metric: 'accuracy', step: m['version'] });
+        for (const field of ['value', 'loss', 'wallSeconds', 'samples', 'epoch'])
+          expect(typeof m[field]).toBe('number');
+      }
+      expect(Math.max(...metrics.map((m) => m['value'] as number))).toBeGreaterThanOrEqual(0.9);
+      expect(metrics.at(-1)!['samples'] as number).toBeGreaterThan(0);
+
       const model = await loadLayersModelFromDir(output);
       const prediction = model.predict(tf.ones([3, TINY_FEATURES])) as tf.Tensor;
       expect(prediction.shape).toEqual([3, 4]);
@@ -114,6 +148,22 @@ describe('training job, end to end', () => {
       expect(submitted.code).toBe(0);
       const status = await runCli(['status', 'cli-job'], { env });
       expect(JSON.parse(status.stdout)).toMatchObject({ jobId: 'cli-job', state: 'stopped', reason: 'target' });
+      const all = await runCli(['jobs', '--all', '--json'], { env });
+      expect(all.code).toBe(0);
+      const listed = (JSON.parse(all.stdout) as JobListEntry[]).find((j) => j.jobId === 'cli-job');
+      expect(listed).toMatchObject({
+        state: 'stopped',
+        reason: 'target',
+        metric: 'accuracy',
+        output: join(servers.dir, 'out-cli'),
+      });
+      expect(listed!.best).toBeGreaterThanOrEqual(0.9);
+      const running = await runCli(['jobs'], { env });
+      expect(running.code).toBe(0);
+      expect(running.stdout).not.toContain('cli-job');
+      const table = await runCli(['jobs', '--all'], { env });
+      expect(table.stdout.split('\n')[0]).toMatch(/^ID +STATE +EPOCH +METRIC +LAST +BEST +TRAINERS +STARTED +OUTPUT$/);
+      expect(table.stdout).toMatch(/cli-job +stopped \(target\)/);
 
       const bad = join(servers.dir, 'cli-bad.json');
       writeFileSync(bad, JSON.stringify(tinyJobSpec('cli-bad', data, 'out', { training: { batchSize: 0 } })));

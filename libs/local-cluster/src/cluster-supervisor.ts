@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { connectNats, ensureStreams } from '#libs/messaging';
 import { isUrlReachable, startNatsServer, startRedisServer, type ServerProcess } from './server-processes.js';
 import { SERVICE_NODE_FLAGS } from './service-node-flags.js';
 
@@ -268,6 +269,7 @@ export class LocalCluster {
       this.nats = await startNatsServer({ dir: join(this.opts.stateDir, 'nats'), port });
       say(`started nats-server with JetStream on ${this.nats.url} (pid ${this.nats.child.pid})`);
     }
+    await this.declareStreams();
     if (await isUrlReachable(this.redisUrl)) say(`using Redis at ${this.redisUrl}`);
     else {
       const port = Number(new URL(this.redisUrl).port || 6379);
@@ -297,6 +299,19 @@ export class LocalCluster {
     }
     this.ready = true;
     this.writeFile();
+  }
+
+  /**
+   * Creates Tributary's streams right away, so a spec published with a plain `nats pub` is kept
+   * even before any service has connected.
+   */
+  private async declareStreams(): Promise<void> {
+    const nc = await connectNats(this.natsUrl, 'tributary-up');
+    try {
+      await ensureStreams(nc);
+    } finally {
+      await nc.close();
+    }
   }
 
   /** Stops services in reverse order, then the servers we started. */

@@ -10,6 +10,7 @@ import {
   decodeJsonObject,
   encodeJson,
   type JobEvent,
+  type JobListReply,
   type JobStatusReply,
   type NatsConnection,
   type StopReason,
@@ -232,6 +233,26 @@ export class MasterClient {
       throw new MalformedMessageError(subject, 'status reply lacks state or epoch');
     }
     return obj as unknown as JobStatusReply;
+  }
+
+  /**
+   * Asks the master for its jobs: the running ones, or with `all` the stopped ones too (until
+   * their retention runs out).
+   * @throws MasterUnavailableError when no master answers in time.
+   */
+  async listJobs(options: { all?: boolean; timeoutMs?: number } = {}): Promise<JobListReply> {
+    const subject = SUBJECTS.list;
+    let data: Uint8Array;
+    try {
+      const body = encodeJson({ all: options.all === true });
+      data = (await this.nc.request(subject, body, { timeout: options.timeoutMs ?? this.requestTimeoutMs })).data;
+    } catch (err) {
+      throw new MasterUnavailableError(subject, (err as Error).message, { cause: err });
+    }
+    const obj = decodeJsonObject(subject, data);
+    if (typeof obj['error'] === 'string') throw new Error(`jobs list: ${obj['error']}`);
+    if (!Array.isArray(obj['jobs'])) throw new MalformedMessageError(subject, 'jobs list reply lacks jobs');
+    return obj as unknown as JobListReply;
   }
 
   /** Asks the master to stop a job; the request is kept by the control stream until it is taken. */

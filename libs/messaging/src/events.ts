@@ -55,6 +55,8 @@ export type JobEvent =
       metrics: EvaluationMetrics;
       examples: number;
       best: number;
+      /** Examples trained on over every trainer when the snapshot was scored, as the master counted them. */
+      samples?: number;
     }
   | { type: 'stopped'; jobId: string; at: string; reason: StopReason; detail?: string }
   | { type: 'model-exported'; jobId: string; at: string; output: string; bestValue: number }
@@ -216,6 +218,30 @@ export interface JobStatusReply {
   /** The job's seed (`training.seed`, or the one the master picked at submission). */
   seed?: number;
   lastMetrics?: EvaluationMetrics;
+}
+
+/** One job in the reply to `tributary.jobs.list`. */
+export interface JobListEntry {
+  jobId: string;
+  state: JobState;
+  reason?: StopReason;
+  epoch: number;
+  /** The metric the job's stop policy watches (`evaluation.metric`). */
+  metric: 'accuracy' | 'loss';
+  /** The metric of the last evaluation the master heard of, if any. */
+  lastValue?: number;
+  /** The best value of the metric so far, as the evaluator last published it. */
+  best?: number;
+  trainers: number;
+  startedAt: string;
+  stoppedAt?: string;
+  /** The job's output directory (`output`). */
+  output: string;
+}
+
+/** The reply to a request on `tributary.jobs.list`: running jobs first, then by start time. */
+export interface JobListReply {
+  jobs: JobListEntry[];
 }
 
 /** The `summary.json` the evaluator writes beside the final model in the job's output directory. */

@@ -16,6 +16,8 @@ export type {
   EvaluationMetrics,
   JobEvent,
   JobEventInput,
+  JobListEntry,
+  JobListReply,
   JobRecord,
   JobState,
   JobStatusReply,

@@ -10,6 +10,8 @@ export const JOB_ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 export const SUBJECTS = {
   /** Publish a job spec (JSON). Captured by the jobs stream. */
   submit: 'tributary.jobs.submit',
+  /** Request/reply: every job the master knows (JSON `JobListReply`); body `{all?: boolean}`. */
+  list: 'tributary.jobs.list',
   /** Lifecycle events of a job (JSON `JobEvent`). Captured by the events stream. */
   events: (jobId: string) => `tributary.jobs.${jobId}.events`,
   /** Wildcard over every job's events. */

@@ -36,3 +36,10 @@ export const SNAPSHOT_RETRY_DELAY_MS = 1_000;
 export const PSERVER_ADDRESS_WAIT_MS = 5_000;
 /** How long a shard may take to answer a pull of a snapshot or of the current parameters. */
 export const PSERVER_PULL_WAIT_MS = 10_000;
+/**
+ * A run's history begins with events from this long before its `startedAt`: the `submitted`
+ * event comes before the master has indexed the data set.
+ */
+export const HISTORY_START_MARGIN_MS = 60_000;
+/** How long the end of a run waits for its last events to reach the history files. */
+export const HISTORY_DRAIN_TIMEOUT_MS = 10_000;

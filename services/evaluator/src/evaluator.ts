@@ -15,6 +15,7 @@ import { EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.j
 import type { LineLogger } from '#libs/logging';
 import { EvaluationSetCache } from './evaluation-set.js';
 import { JobEvaluation, type JobActivity } from './job-evaluation.js';
+import { JobHistory } from './job-history.js';
 import { readExportedSummary } from './model-export.js';
 import type { SnapshotParamsSource } from './snapshot-params.js';
 
@@ -150,7 +151,12 @@ export class Evaluator {
     const spec = this.specOf(record);
     if (spec === undefined) return;
     if ((await readExportedSummary(spec.output, record.jobId, record.startedAt)) !== undefined) {
-      this.logger.log(`job ${record.jobId}: stopped and already exported to ${spec.output}; nothing to do`);
+      this.logger.log(`job ${record.jobId}: stopped and already exported to ${spec.output}; completing its history`);
+      // An evaluator that died between the export and the last history line left it short.
+      void new JobHistory(
+        { nc: this.nc, js: this.js!, jsm: this.jsm!, logger: this.logger },
+        { jobId: record.jobId, startedAt: record.startedAt, output: spec.output, metric: spec.evaluation.metric },
+      ).finish();
       return;
     }
     const stoppedMs = Date.parse(record.stoppedAt ?? record.startedAt);

@@ -3,7 +3,8 @@
  * parameters to score next (`snapshot-feed.ts`), the scorer runs them on the evaluation set
  * (`scoring.ts`), the stop policy judges each score (`stop-policy.ts`, through `best-so-far.ts`,
  * which also keeps the best parameters), and once the job has stopped the best model and the
- * summary are exported (`model-export.ts`, `job-summary.ts`).
+ * summary are exported (`model-export.ts`, `job-summary.ts`). All along, the job's events go to
+ * the history files of its output directory (`job-history.ts`).
  */
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
@@ -17,6 +18,7 @@ import type { LineLogger } from '#libs/logging';
 import { sleep } from '#libs/retry';
 import type { EvaluationSetCache } from './evaluation-set.js';
 import { summarizeRun } from './job-summary.js';
+import { JobHistory } from './job-history.js';
 import { exportModel, writeSummary } from './model-export.js';
 import { Scorer } from './scoring.js';
 import { SnapshotFeed } from './snapshot-feed.js';
@@ -53,6 +55,7 @@ export class JobEvaluation {
   private readonly feed: SnapshotFeed;
   private readonly scorer: Scorer;
   private readonly bestSoFar: BestSoFar;
+  private readonly history: JobHistory;
   private stopSent = false;
   private stopping = false;
   private loop: Promise<void> | undefined;
@@ -74,6 +77,12 @@ export class JobEvaluation {
       { jobId: this.jobId, startedAtMs: Date.parse(record.startedAt), spec },
     );
     this.bestSoFar = new BestSoFar({ jobId: this.jobId, startedAt: this.startedAt, spec }, deps.logger);
+    this.history = new JobHistory(deps, {
+      jobId: this.jobId,
+      startedAt: this.startedAt,
+      output: spec.output,
+      metric: spec.evaluation.metric,
+    });
   }
 
   /** True once the export was written (or the run was closed). */
@@ -83,6 +92,7 @@ export class JobEvaluation {
 
   /** Starts following the job's snapshot notices. */
   start(): void {
+    this.history.start();
     this.loop ??= this.follow();
   }
 
@@ -111,6 +121,7 @@ export class JobEvaluation {
   async close(): Promise<void> {
     if (this.finishing !== undefined) await this.finishing;
     await this.stopFollowing();
+    await this.history.close();
     await this.bestSoFar.flushed();
     if (!this.closed) await this.release(false);
   }
@@ -168,13 +179,28 @@ export class JobEvaluation {
   /** Scores `params` on the evaluation set, publishes metrics, and applies the stop policy. */
   private async evaluate(version: number, params: PlainTensor[]): Promise<void> {
     this.deps.onActivity?.(this.jobId, 'evaluating');
+    // Asked alongside the scoring, so the count matches the snapshot's time.
+    const trained = this.deps.master
+      .jobStatus(this.jobId, { timeoutMs: this.deps.statusTimeoutMs })
+      .then((status) => (typeof status.samples === 'number' ? status.samples : undefined))
+      .catch(() => undefined);
     try {
       const { metrics, examples, value } = await this.scorer.score(params);
+      const samples = await trained;
       const epoch = this.record.epoch;
       const decision = this.bestSoFar.observe({ version, value, params });
       this.feed.scored(version);
       const best = this.bestSoFar.bestValue;
-      publishEvent(this.deps.nc, { type: 'metrics', jobId: this.jobId, version, epoch, metrics, examples, best });
+      publishEvent(this.deps.nc, {
+        type: 'metrics',
+        jobId: this.jobId,
+        version,
+        epoch,
+        metrics,
+        examples,
+        best,
+        ...(samples === undefined ? {} : { samples }),
+      });
       this.deps.logger.log(
         `job ${this.jobId}: version ${version} epoch ${epoch}: loss ${metrics.loss.toFixed(4)}` +
           (metrics.accuracy === undefined ? '' : ` accuracy ${metrics.accuracy.toFixed(4)}`) +
@@ -230,6 +256,7 @@ export class JobEvaluation {
   }
 
   private async exportOnce(): Promise<boolean> {
+    this.history.start();
     await this.stopFollowing();
     this.stopping = true;
     await this.restored();
@@ -264,6 +291,7 @@ export class JobEvaluation {
       this.deps.logger.log(
         `job ${this.jobId}: exported version ${chosen.version} (${summary.metric} ${summary.bestValue}) to ${this.spec.output}`,
       );
+      await this.history.finish();
       await this.bestSoFar.discard();
       await this.release(true);
       return true;

@@ -120,6 +120,27 @@ export class JobChannels {
     await this.jsm.streams.purge(STREAMS.tasks.name, { filter: SUBJECTS.tasks(jobId) });
   }
 
+  /**
+   * Removes what a finished job left behind: its jobs-bucket entry (pservers drop its
+   * checkpoints when they see it go), its messages in every stream, and last its Redis state
+   * (fenced, and only while run `runId` is the job's), so a removal cut short is done again on
+   * the next sweep.
+   * @throws FencedWriteError when `fence` is no longer the leader's token.
+   */
+  async removeJob(jobId: string, runId: string, fence: string): Promise<void> {
+    // A run of the same id submitted since owns the job's entry and subjects now.
+    if ((await this.store.load(jobId))?.queue.runId !== runId) return;
+    await this.buckets.jobs.purge(jobId);
+    const subjects: [string, string][] = [
+      [STREAMS.events.name, SUBJECTS.events(jobId)],
+      [STREAMS.snapshots.name, SUBJECTS.snapshots(jobId)],
+      [STREAMS.tasks.name, SUBJECTS.tasks(jobId)],
+      [STREAMS.control.name, SUBJECTS.stop(jobId)],
+    ];
+    for (const [stream, filter] of subjects) await this.jsm.streams.purge(stream, { filter });
+    await this.fenced(this.store.remove(jobId, runId, fence).then(() => undefined));
+  }
+
   /** Whether this master holds the leader lease right now (replies are sent only then). */
   holdsLease(): boolean {
     return this.leadership.holdsLease();

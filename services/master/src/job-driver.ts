@@ -3,6 +3,7 @@ import { shuffleSettings } from '#libs/data-order';
 import type { JobSpec } from '#libs/job-spec';
 import type {
   EvaluationMetrics,
+  JobListEntry,
   JobStatusReply,
   StopReason,
   TaskClaim,
@@ -11,7 +12,7 @@ import type {
   TaskReportReply,
 } from '#libs/messaging';
 import type { JobChannels } from './job-channels.js';
-import { jobRecord, jobState, jobStatus } from './job-status.js';
+import { jobListEntry, jobRecord, jobState, jobStatus } from './job-status.js';
 import type { PlannedTask } from './task-plan.js';
 import { TaskQueue, type Dispatch, type TaskQueueOptions, type Transition } from './task-queue.js';
 
@@ -46,6 +47,8 @@ export class JobDriver {
   private outOfSync = false;
   /** The last metrics the evaluator published for the job. */
   lastMetrics: EvaluationMetrics | undefined;
+  /** The best value of the job's metric the evaluator last published. */
+  best: number | undefined;
 
   constructor(
     readonly spec: JobSpec,
@@ -82,6 +85,23 @@ export class JobDriver {
       trainers: this.trainers,
       lastMetrics: this.lastMetrics,
     });
+  }
+
+  /** The job's line in the jobs list. */
+  listEntry(): JobListEntry {
+    return jobListEntry({
+      spec: this.spec,
+      queue: this.queue,
+      waiting: this.waiting,
+      trainers: this.trainers,
+      lastMetrics: this.lastMetrics,
+      best: this.best,
+    });
+  }
+
+  /** When the job stopped (epoch ms), or undefined while it runs. */
+  get stoppedAtMs(): number | undefined {
+    return this.queue.stoppedAt;
   }
 
   /** Resolves once every operation queued so far has finished. */

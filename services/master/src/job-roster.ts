@@ -69,6 +69,16 @@ export class JobRoster implements LeaderDuty {
     return [...this.drivers.values()].filter((r) => r.running);
   }
 
+  /** Every job this master knows, running or stopped. */
+  all(): JobDriver[] {
+    return [...this.drivers.values()];
+  }
+
+  /** Stops knowing a job's run (its records were removed after the retention period). */
+  forget(driver: JobDriver): void {
+    if (this.drivers.get(driver.jobId) === driver) this.drivers.delete(driver.jobId);
+  }
+
   /**
    * Persists a new job (fenced) and starts driving it.
    * @throws FencedWriteError when this master no longer leads.

@@ -1,4 +1,4 @@
-import type { EvaluationMetrics, JobRecord, JobState, JobStatusReply } from '#libs/messaging';
+import type { EvaluationMetrics, JobListEntry, JobRecord, JobState, JobStatusReply } from '#libs/messaging';
 import type { JobSpec } from '#libs/job-spec';
 import type { TaskQueue } from './task-queue.js';
 
@@ -10,6 +10,8 @@ export interface JobView {
   waiting: boolean;
   trainers: number;
   lastMetrics?: EvaluationMetrics;
+  /** The best value of the job's metric, as the evaluator last published it. */
+  best?: number;
 }
 
 /** The job's state as workers and users see it. */
@@ -52,4 +54,25 @@ export function jobRecord(view: Pick<JobView, 'spec' | 'queue' | 'waiting'>): Jo
   if (q.stoppedAt !== undefined) record.stoppedAt = new Date(q.stoppedAt).toISOString();
   if (q.reason !== undefined) record.reason = q.reason;
   return record;
+}
+
+/** The job's line in the reply to `tributary.jobs.list`. */
+export function jobListEntry(view: JobView): JobListEntry {
+  const q = view.queue;
+  const metric = view.spec.evaluation.metric;
+  const entry: JobListEntry = {
+    jobId: q.jobId,
+    state: jobState(view),
+    epoch: q.epoch,
+    metric,
+    trainers: view.trainers,
+    startedAt: new Date(q.startedAt).toISOString(),
+    output: view.spec.output,
+  };
+  if (q.reason !== undefined) entry.reason = q.reason;
+  if (q.stoppedAt !== undefined) entry.stoppedAt = new Date(q.stoppedAt).toISOString();
+  const last = view.lastMetrics?.[metric];
+  if (typeof last === 'number' && Number.isFinite(last)) entry.lastValue = last;
+  if (view.best !== undefined && Number.isFinite(view.best)) entry.best = view.best;
+  return entry;
 }

@@ -131,4 +131,30 @@ describe('job store', () => {
     expect(errors[0]).toBeInstanceOf(CorruptJobStateError);
     expect(errors[0]!.message).toContain('job job-bad: stored state is unreadable: field epoch is not an integer');
   });
+
+  test('job store - removing a job deletes every key of it, fenced, and keeps the others', async () => {
+    const store = new JobStore(redis, 'remove');
+    const gone = newJob('job-x', 2);
+    const kept = newJob('job-y', 1);
+    await redis.set(store.leaderKey, 'token-1');
+    await store.create({ spec: SPEC, plan: gone.plan, submitSeq: 1, queue: gone.queue.snapshot() }, 'token-1');
+    await store.create({ spec: SPEC, plan: kept.plan, submitSeq: 2, queue: kept.queue.snapshot() }, 'token-1');
+    const d = gone.queue.dispatch(2);
+    await store.applyTransition('job-x', d.change!, 'token-1');
+    for (const x of d.result) {
+      const t = gone.queue.report({ ...x, trainerId: 't', outcome: 'done' });
+      await store.applyTransition('job-x', t.change!, 'token-1');
+    }
+    await store.applyTransition('job-x', gone.queue.stop('manual').change!, 'token-1');
+
+    await expect(store.remove('job-x', 'r', 'token-0')).rejects.toThrow(FencedWriteError);
+    expect(await store.remove('job-x', 'another-run', 'token-1')).toBe(false);
+    expect(await store.jobIds()).toEqual(['job-x', 'job-y']);
+    expect(await store.remove('job-x', 'r', 'token-1')).toBe(true);
+    expect(await store.jobIds()).toEqual(['job-y']);
+    expect(await redis.keys('remove:job:job-x*')).toEqual([]);
+    expect(await store.load('job-x')).toBeUndefined();
+    expect((await store.load('job-y'))?.queue.tasks).toHaveLength(1);
+    expect(await store.remove('job-x', 'r', 'token-1')).toBe(true);
+  });
 });

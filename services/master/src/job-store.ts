@@ -57,6 +57,21 @@ return 1
 `;
 const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
 
+/**
+ * Removes one job's keys. KEYS: leader, jobs set, then every key of the job (the job hash
+ * first). ARGV[1]: fencing token or ''; ARGV[2]: the job id; ARGV[3]: the run id the job must
+ * still have. Returns 1, 2 when another run of the id is stored, or 0 when the fence is not current.
+ */
+const REMOVE_SCRIPT = `
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local runId = redis.call('HGET', KEYS[3], 'runId')
+if runId and runId ~= ARGV[3] then return 2 end
+redis.call('SREM', KEYS[2], ARGV[2])
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
+return 1
+`;
+const REMOVE_SHA = createHash('sha1').update(REMOVE_SCRIPT).digest('hex');
+
 /** The script's payload: every value a string. */
 interface ApplyPayload {
   create?: boolean;
@@ -160,6 +175,25 @@ export class JobStore {
       payload.closed = { epoch: String(epoch), value: JSON.stringify({ done, discarded }) };
     }
     await this.run(jobId, k, k.epoch(change.counted?.epoch ?? 0), payload, fence, []);
+  }
+
+  /**
+   * Removes every key of run `runId` of a job (after its retention period) in one atomic step.
+   * Resolves to false, removing nothing, when another run of the job id is stored (it was
+   * submitted again); a job that is not stored is no error.
+   * @throws FencedWriteError when `fence` is given and is not the current leader token.
+   */
+  async remove(jobId: string, runId: string, fence?: string): Promise<boolean> {
+    const k = this.keys(jobId);
+    const epoch = Number((await this.redis.hGet(k.job, 'epoch')) ?? 0);
+    const epochKeys = Array.from({ length: (Number.isInteger(epoch) ? epoch : 0) + 1 }, (_, n) => k.epoch(n));
+    const options = {
+      keys: [this.leaderKey, this.jobsKey, k.job, k.tasks, k.plan, k.epochs, ...epochKeys],
+      arguments: [fence ?? '', jobId, runId],
+    };
+    const reply = Number(await this.script(REMOVE_SCRIPT, REMOVE_SHA, options));
+    if (reply === 0) throw new FencedWriteError(jobId, fence ?? '');
+    return reply === 1;
   }
 
   /** The ids of every stored job. */
@@ -266,14 +300,18 @@ export class JobStore {
       keys: [this.leaderKey, this.jobsKey, k.job, k.tasks, k.epochs, k.plan, countedEpochKey, ...extraKeys],
       arguments: [fence ?? '', JSON.stringify(payload)],
     };
-    let reply: unknown;
+    const reply = await this.script(APPLY_SCRIPT, APPLY_SHA, options);
+    if (Number(reply) !== 1) throw new FencedWriteError(jobId, fence ?? '');
+  }
+
+  /** Runs a script by its digest, loading it first when Redis does not have it. */
+  private async script(source: string, sha: string, options: { keys: string[]; arguments: string[] }) {
     try {
-      reply = await this.redis.evalSha(APPLY_SHA, options);
+      return await this.redis.evalSha(sha, options);
     } catch (err) {
       if (!String((err as Error).message).startsWith('NOSCRIPT')) throw err;
-      reply = await this.redis.eval(APPLY_SCRIPT, options);
+      return this.redis.eval(source, options);
     }
-    if (Number(reply) !== 1) throw new FencedWriteError(jobId, fence ?? '');
   }
 }
 

@@ -5,6 +5,9 @@ import { TASK_DURATION_WINDOW } from './task-timeout.js';
 /** How often the dispatch loop scans deadlines, counts trainers and refills dispatch windows. */
 export const DISPATCH_TICK_MS = 500;
 
+/** How long a finished job's records, stream messages and checkpoints are kept: a week. */
+export const JOB_RETENTION_HOURS = 168;
+
 /** The master's own settings. */
 export interface MasterConfig {
   /** Redis key prefix (`MASTER_KEY_PREFIX`), so several clusters can share one Redis. */
@@ -18,6 +21,12 @@ export interface MasterConfig {
    * long after the leader died; the leader renews every third of it.
    */
   leaseTtlMs: number;
+  /**
+   * Hours a stopped job is kept (`JOB_RETENTION_HOURS`, fractions allowed): then its Redis
+   * state, jobs-bucket entry, stream messages and pserver checkpoints are removed; its output
+   * directory stays.
+   */
+  retentionHours: number;
 }
 
 /** Environment fields of the master. */
@@ -26,4 +35,5 @@ export const MASTER_CONFIG: EnvSpec<MasterConfig> = {
   tickMs: ['MASTER_TICK_MS', env.int({ default: DISPATCH_TICK_MS, min: 10, max: 60_000 })],
   durationWindow: ['MASTER_TASK_DURATION_WINDOW', env.int({ default: TASK_DURATION_WINDOW, min: 1, max: 10_000 })],
   leaseTtlMs: ['MASTER_LEASE_TTL_MS', env.int({ default: LEASE_TTL_MS, min: 300, max: 600_000 })],
+  retentionHours: ['JOB_RETENTION_HOURS', env.number({ default: JOB_RETENTION_HOURS, min: 0, max: 100_000 })],
 };

@@ -7,6 +7,7 @@ import { DispatchLoop } from './dispatch-loop.js';
 import { JobChannels } from './job-channels.js';
 import { JobRoster } from './job-roster.js';
 import { JobIntake } from './job-intake.js';
+import { JobRetention } from './job-retention.js';
 import { JobStore } from './job-store.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { LeaderLease, leaseKeys } from './leader-lease.js';
@@ -22,9 +23,19 @@ import { TrainerCensus } from './trainer-census.js';
 
 /**
  * The leader's duties, in the order they start on taking office: jobs reloaded from Redis,
- * status, claims and reports, dispatch, stop messages, new specs, and last the `leader` presence.
+ * status, claims and reports, dispatch, stop messages, new specs, the retention sweep, and last
+ * the `leader` presence.
  */
-const DUTIES = [JobRoster, StatusResponder, TaskExchange, DispatchLoop, StopControl, JobIntake, MasterPresence];
+const DUTIES = [
+  JobRoster,
+  StatusResponder,
+  TaskExchange,
+  DispatchLoop,
+  StopControl,
+  JobIntake,
+  JobRetention,
+  MasterPresence,
+];
 
 /**
  * Wires the master: leader lease and office, job intake, task dispatch, claims and reports,

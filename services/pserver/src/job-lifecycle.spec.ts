@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,7 +50,7 @@ async function until(condition: () => boolean | Promise<boolean>): Promise<void>
 }
 
 describe('job lifecycle', () => {
-  it('job lifecycle - live jobs are listed at start; a stopped job is checkpointed, then dropped; a rerun comes back', async () => {
+  it('job lifecycle - live jobs are listed at start; a stopped job is checkpointed, then dropped; a rerun comes back; a removed one loses its checkpoints', async () => {
     await put('live-a', 'running');
     await put('live-b', 'waiting');
     await put('done-c', 'stopped');
@@ -73,6 +74,12 @@ describe('job lifecycle', () => {
 
     await put('live-a', 'running');
     await until(async () => (await shard.job('live-a').catch(() => undefined))?.version === 3);
+
+    await put('live-a', 'stopped');
+    await buckets.jobs.purge('live-a');
+    await until(() => !existsSync(join(dir, 'data', 'live-a')));
+    expect(shard.jobIds()).toEqual([]);
+    expect(lines).toContain('job live-a: past its retention; checkpoints removed');
     lifecycle.stop();
     await shard.close();
   });

@@ -26,6 +26,8 @@ export interface JobLifecycleOptions {
  * Follows the jobs bucket for one shard: which jobs are live when the shard starts (they are
  * resumed from disk before it serves), and when a job stops or fails (checkpointed at once,
  * dropped from memory after `retentionMs`). A job of the same id that runs again is reinstated.
+ * A job whose entry is removed (the master's `JOB_RETENTION_HOURS` ran out) loses its
+ * checkpoints.
  */
 export class JobLifecycle {
   private readonly retentionMs: number;
@@ -73,7 +75,16 @@ export class JobLifecycle {
 
   private onChange(entry: KvWatchEntry): void {
     const jobId = entry.key;
-    if (entry.operation !== 'PUT') return;
+    if (entry.operation !== 'PUT') {
+      clearTimeout(this.drops.get(jobId));
+      this.drops.delete(jobId);
+      void this.shard
+        .discard(jobId)
+        .catch((err: Error) =>
+          this.options.logger.warn(`job ${jobId}: removing its checkpoints failed: ${err.message}`),
+        );
+      return;
+    }
     const state = this.stateOf(entry);
     if (state === undefined) return;
     if (LIVE_STATES.has(state as JobState)) {

@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { KernelBackend } from '#libs/optimizer';
@@ -182,6 +183,19 @@ export class ParameterShard {
     this.checkpoints.delete(jobId);
     this.recovery.forget(jobId);
     this.logger.log(`job ${jobId}: stopped; checkpointed at version ${job.version} and dropped from memory`);
+  }
+
+  /**
+   * Forgets a job for good (its retention ran out): drops it from memory and deletes its
+   * checkpoint directory. A job of that id that runs again starts afresh.
+   */
+  async discard(jobId: string): Promise<void> {
+    if (!JOB_ID_PATTERN.test(jobId)) return;
+    await this.retire(jobId);
+    if (this.fenced) return;
+    await rm(this.jobDir(jobId), { recursive: true, force: true });
+    this.retired.delete(jobId);
+    this.logger.log(`job ${jobId}: past its retention; checkpoints removed`);
   }
 
   /** Lets calls name a retired job again (a job of that id runs again); it resumes from disk. */
