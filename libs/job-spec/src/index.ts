@@ -12,6 +12,8 @@ export type { MetricDirection } from './objective.js';
 export { cnnInputShape, featureCount, maxCnnLayers } from './model-input.js';
 export type { ImageShape } from './model-input.js';
 export { resolveTopology } from './layers-topology.js';
+export { jobLimitViolations, modelParameterCount, specSizeViolation } from './job-limits.js';
+export type { JobLimits } from './job-limits.js';
 export { DEFAULT_TRAINING_MODE, TRAINING_MODE_FIELDS } from './training-modes.js';
 export type {
   Activation,

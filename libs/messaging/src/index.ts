@@ -16,6 +16,7 @@ export type {
   EvaluationMetrics,
   JobEvent,
   JobEventInput,
+  JobFaultReport,
   JobRecord,
   JobState,
   JobStatusReply,

@@ -36,3 +36,6 @@ export const SNAPSHOT_RETRY_DELAY_MS = 1_000;
 export const PSERVER_ADDRESS_WAIT_MS = 5_000;
 /** How long a shard may take to answer a pull of a snapshot or of the current parameters. */
 export const PSERVER_PULL_WAIT_MS = 10_000;
+
+/** How long the evaluator keeps trying to tell the master that it cannot score a job. */
+export const FAULT_REPORT_BUDGET_MS = 30_000;
