@@ -55,9 +55,18 @@ export class TrainerWorker {
     );
   }
 
-  /** Whether a job other than `jobId` waits to be served (so a trainer turned away by `jobId` has work). */
+  /**
+   * Whether a job other than `jobId` waits to be served and is not set aside (so a trainer
+   * turned away by `jobId` has work elsewhere).
+   */
   hasOtherJob(jobId: string): boolean {
-    return this.deps.jobRecords.nextJob((r) => r.jobId === jobId || this.finished.has(runKey(r))) !== undefined;
+    const now = Date.now();
+    return this.deps.jobRecords.nextJob((r) => r.jobId === jobId || this.unavailable(r, now)) !== undefined;
+  }
+
+  /** A run not to serve now: it ended here, or it is set aside until later. */
+  private unavailable(record: JobRecord, now: number): boolean {
+    return this.finished.has(runKey(record)) || (this.setAside.get(runKey(record)) ?? 0) > now;
   }
 
   /** Preempts the current job (hand-back) and waits for the loop to end. */
@@ -73,8 +82,7 @@ export class TrainerWorker {
       const found = await jobRecords.waitForJob(preempt, (r) => this.finished.has(runKey(r)));
       if (found === undefined) break;
       const now = Date.now();
-      const record =
-        jobRecords.nextJob((r) => this.finished.has(runKey(r)) || (this.setAside.get(runKey(r)) ?? 0) > now) ?? found;
+      const record = jobRecords.nextJob((r) => this.unavailable(r, now)) ?? found;
       const until = this.setAside.get(runKey(record));
       if (until !== undefined && until > now) {
         // Nothing else to serve: pause, then try the job again.
