@@ -539,8 +539,7 @@ export class TaskQueue {
     account.done = c.done;
     account.discarded = c.discarded;
     change.closedEpoch = { epoch: this.s.epoch, done: c.done, discarded: c.discarded };
-    const barren =
-      c.done === 0 && this.s.tasks.every((t) => t.status === 'discarded' && t.lastError !== TIMEOUT_ERROR);
+    const barren = c.done === 0 && this.s.tasks.every((t) => t.status === 'discarded' && t.lastError !== TIMEOUT_ERROR);
     const lastError = this.s.tasks.at(-1)?.lastError;
     this.s.epoch += 1;
     this.s.tasks = this.s.tasks.map((t) => freshTask(t.taskId));
