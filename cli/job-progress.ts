@@ -71,7 +71,7 @@ export class JobProgress {
         return `evaluation failed${event.version === undefined ? '' : ` at version ${event.version}`}: ${event.error}`;
       case 'failed':
         this.failed = event;
-        return `job failed: ${event.field ? `${event.field}: ` : ''}${event.error}`;
+        return `${event.refused ? 'submission refused' : 'job failed'}: ${event.field ? `${event.field}: ` : ''}${event.error}`;
       default:
         return undefined;
     }

@@ -327,6 +327,33 @@ describe('bad input, end to end', () => {
   );
 
   test(
+    "bad input - specs over the cluster's limits (parameters, batch size) are refused naming the limit, and start nothing",
+    async () => {
+      const spec = (id: string, overrides: Record<string, unknown>) =>
+        tinyJobSpec(id, data, join(servers.dir, `out-${id}`), overrides);
+      nc.publish(
+        SUBJECTS.submit,
+        encodeJson(spec('too-many-params', { model: { preset: 'mlp', hiddenUnits: [1e9, 1e9] } })),
+      );
+      nc.publish(SUBJECTS.submit, encodeJson(spec('huge-batch', { training: { batchSize: 1_000_000, seed: 1 } })));
+      const params = (await waitForEvent(nc, 'too-many-params', (e) => e.type === 'failed', 30_000)).at(
+        -1,
+      ) as Event<'failed'>;
+      expect(params).toMatchObject({ field: 'model', refused: true });
+      expect(params.error).toMatch(/parameters, more than MAX_JOB_PARAMETERS \(/);
+      const batch = (await waitForEvent(nc, 'huge-batch', (e) => e.type === 'failed', 30_000)).at(
+        -1,
+      ) as Event<'failed'>;
+      expect(batch).toMatchObject({ field: 'training.batchSize', refused: true });
+      expect(batch.error).toContain('65536');
+      for (const id of ['too-many-params', 'huge-batch']) {
+        expect(await buckets.jobs.get(id)).toBeNull();
+      }
+    },
+    JOB_TIMEOUT_MS,
+  );
+
+  test(
     'bad input - a corrupt chunk in the middle of a data set: its task fails, is retried, then discarded naming the file and offset; the job goes on and completes',
     async () => {
       const jobId = 'corrupt-chunk';

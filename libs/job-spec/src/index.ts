@@ -13,6 +13,8 @@ export { cnnInputShape, featureCount, maxCnnLayers } from './model-input.js';
 export type { ImageShape } from './model-input.js';
 export { resolveTopology } from './layers-topology.js';
 export { DEFAULT_TRAINING_MODE, LOCAL_OPTIMIZER_TYPES, TRAINING_MODE_FIELDS } from './training-modes.js';
+export { jobLimitViolations, modelParameterCount, specSizeViolation } from './job-limits.js';
+export type { JobLimits } from './job-limits.js';
 export type {
   Activation,
   AdagradOptimizerSpec,

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
+import { modelParameterCount, type CnnModelSpec, type MlpModelSpec } from '#libs/job-spec';
 import { ModelSpecError } from './errors.js';
 import type { LearnerSpec, RecordLayout } from './model-spec.js';
 import { buildModel, seedTopology } from './models.js';
@@ -18,6 +19,19 @@ function layerSummary(model: tf.LayersModel): string[] {
 describe('models', () => {
   beforeAll(async () => {
     await tf.setBackend('cpu');
+  });
+
+  it('models - the parameter count the master checks before building matches the built presets', async () => {
+    const specs: (MlpModelSpec | CnnModelSpec)[] = [
+      { preset: 'mlp', hiddenUnits: [128, 64], activation: 'relu', dropout: 0.2 },
+      { preset: 'cnn', filters: [8, 16], kernelSize: 3, denseUnits: 32, activation: 'relu' },
+      { preset: 'cnn', filters: [4, 4, 4], kernelSize: 5, denseUnits: 7, activation: 'tanh' },
+    ];
+    for (const model of specs) {
+      const built = await buildModel({ model, layout: IMAGE_LAYOUT });
+      expect(modelParameterCount(model, IMAGE_LAYOUT)).toBe(built.countParams());
+      built.dispose();
+    }
   });
 
   it('models - the mlp preset flattens, stacks hidden layers with dropout and ends in softmax', async () => {

@@ -11,6 +11,7 @@ import {
   encodeJson,
   type JobEvent,
   type JobListReply,
+  type JobFaultReport,
   type JobStatusReply,
   type NatsConnection,
   type StopReason,
@@ -207,6 +208,32 @@ export class MasterClient {
   async renewClaim(task: TaskMessage, options: { signal?: AbortSignal } = {}): Promise<ClaimRenewal> {
     const reply = await this.claim(task, options.signal);
     return reply ?? { ok: false, reason: 'unreachable' };
+  }
+
+  /**
+   * Tells the master that this process could not set up the run of a job that started at
+   * `startedAt` (e.g. its model cannot be built); enough such reports fail the job. Retried
+   * until the master answers or `signal` fires; resolves whether the report was counted.
+   */
+  async reportFault(
+    jobId: string,
+    startedAt: string,
+    error: string,
+    options: { signal?: AbortSignal; budgetMs?: number } = {},
+  ): Promise<boolean> {
+    const subject = SUBJECTS.jobFault(jobId);
+    const body: JobFaultReport = { jobId, startedAt, source: this.trainerId, error };
+    const data = await requestUntilReply(this.nc, subject, encodeJson(body), {
+      requestTimeoutMs: this.requestTimeoutMs,
+      initialBackoffMs: this.initialBackoffMs,
+      signal: options.signal,
+      budgetMs: options.budgetMs,
+    });
+    try {
+      return decodeJsonObject(subject, data)['counted'] === true;
+    } catch {
+      return false;
+    }
   }
 
   /**

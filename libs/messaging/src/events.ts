@@ -60,7 +60,18 @@ export type JobEvent =
     }
   | { type: 'stopped'; jobId: string; at: string; reason: StopReason; detail?: string }
   | { type: 'model-exported'; jobId: string; at: string; output: string; bestValue: number }
-  | { type: 'failed'; jobId: string; at: string; error: string; field?: string }
+  | {
+      type: 'failed';
+      jobId: string;
+      at: string;
+      error: string;
+      field?: string;
+      /**
+       * True on the refusal of a submission: no job was started by it, and a running job of the
+       * same id goes on. Absent when the master ended an accepted job (its record says `failed`).
+       */
+      refused?: boolean;
+    }
   | { type: 'evaluation-failed'; jobId: string; at: string; error: string; version?: number };
 
 /** A job event without the fields `publishEvent` fills in. */
@@ -84,6 +95,8 @@ export interface JobRecord {
   startedAt: string;
   stoppedAt?: string;
   reason?: StopReason;
+  /** Why the job failed (state `failed`): the cause the master's `failed` event names. */
+  error?: string;
 }
 
 /** What a parameter server registers under `shard-<k>` in the pservers bucket. */
@@ -153,6 +166,19 @@ export interface TaskReport {
   outcome: 'done' | 'failed' | 'returned';
   error?: string;
   samples?: number;
+}
+
+/**
+ * A trainer or the evaluator could not set a job up: its model cannot be built, its data read
+ * or scored. The master counts these; enough of them fail the job.
+ */
+export interface JobFaultReport {
+  jobId: string;
+  /** The run of the job id it concerns (its `JobRecord.startedAt`): a report on an earlier run is ignored. */
+  startedAt: string;
+  /** Who could not: a trainer's or the evaluator's id. */
+  source: string;
+  error: string;
 }
 
 /** A trainer's claim of a task message it pulled (request on `tributary.jobs.<id>.tasks.claim`). */

@@ -18,6 +18,7 @@ export type {
   JobEventInput,
   JobListEntry,
   JobListReply,
+  JobFaultReport,
   JobRecord,
   JobState,
   JobStatusReply,

@@ -34,6 +34,9 @@ export const SUBJECTS = {
   /** Request/reply: a trainer reports a task done, failed or handed back. */
   taskReport: (jobId: string) => `tributary.jobs.${jobId}.tasks.report`,
   allTaskReports: 'tributary.jobs.*.tasks.report',
+  /** Request/reply: a trainer or the evaluator could not set a job up (JSON `JobFaultReport`). */
+  jobFault: (jobId: string) => `tributary.jobs.${jobId}.faults`,
+  allJobFaults: 'tributary.jobs.*.faults',
 } as const;
 
 /** JetStream streams and their subjects. */

@@ -43,3 +43,6 @@ export const PSERVER_PULL_WAIT_MS = 10_000;
 export const HISTORY_START_MARGIN_MS = 60_000;
 /** How long the end of a run waits for its last events to reach the history files. */
 export const HISTORY_DRAIN_TIMEOUT_MS = 10_000;
+
+/** How long the evaluator keeps trying to tell the master that it cannot score a job. */
+export const FAULT_REPORT_BUDGET_MS = 30_000;

@@ -12,7 +12,12 @@ import type { PlainTensor } from '#libs/learner';
 import type { MasterClient } from '#libs/master-client';
 import { SUBJECTS, encodeJson, publishEvent, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { BestSoFar, type Scored } from './best-so-far.js';
-import { FINAL_FETCH_EXPIRES_MS, SNAPSHOT_FETCH_EXPIRES_MS, SNAPSHOT_RETRY_DELAY_MS } from './defaults.js';
+import {
+  FAULT_REPORT_BUDGET_MS,
+  FINAL_FETCH_EXPIRES_MS,
+  SNAPSHOT_FETCH_EXPIRES_MS,
+  SNAPSHOT_RETRY_DELAY_MS,
+} from './defaults.js';
 import { SnapshotParamsError, errorMessage } from './errors.js';
 import type { LineLogger } from '#libs/logging';
 import { sleep } from '#libs/retry';
@@ -234,7 +239,9 @@ export class JobEvaluation {
   /**
    * Logs a failed evaluation. Parameters that cannot be fetched are a warning (the next
    * snapshot may do); anything else (evaluation files, model) is an error and an
-   * `evaluation-failed` event, published once per distinct error.
+   * `evaluation-failed` event, published once per distinct error. While the job runs, such a
+   * failure is also reported to the master as a fault: a job the evaluator cannot score fails
+   * after a few.
    */
   private reportFailure(err: unknown, version?: number): void {
     const text = errorMessage(err);
@@ -245,6 +252,13 @@ export class JobEvaluation {
     this.deps.logger.error(
       `job ${this.jobId}: evaluation${version === undefined ? '' : ` of version ${version}`} failed: ${text}`,
     );
+    if (!this.stopping && !this.closed) {
+      this.deps.master
+        .reportFault(this.jobId, this.startedAt, `evaluation failed: ${text}`, { budgetMs: FAULT_REPORT_BUDGET_MS })
+        .catch((e: unknown) =>
+          this.deps.logger.warn(`job ${this.jobId}: reporting the failure failed (${errorMessage(e)})`),
+        );
+    }
     if (text === this.lastReportedError) return;
     this.lastReportedError = text;
     publishEvent(this.deps.nc, {

@@ -17,7 +17,7 @@ export const CENSUS_STUCK_WARN_MS = 30_000;
 
 /**
  * Every `tickMs` while the master leads: count trainers, then let each running job expire
- * deadlines and refill its window. Nothing slow holds the loop up: a trainer count that does
+ * deadlines and refill its window, with an equal share of the trainers when several run. Nothing slow holds the loop up: a trainer count that does
  * not come within {@link CENSUS_WAIT_TICKS} periods is replaced by the last one, and each job is
  * ticked on its own, so a job whose previous tick is still running is skipped without delaying
  * the others (a new job's first tasks go out whatever the rest of the cluster is doing).
@@ -56,16 +56,19 @@ export class DispatchLoop implements LeaderDuty {
     if (this.pass !== undefined) return;
     this.pass = (async () => {
       const trainers = await this.countTrainers();
-      for (const runner of this.roster.running()) this.tickJob(runner, trainers);
+      const running = this.roster.running();
+      // Each running job gets an equal share of the trainers (rounded up, at least one).
+      const share = running.length > 1 ? Math.max(1, Math.ceil(trainers / running.length)) : undefined;
+      for (const runner of running) this.tickJob(runner, trainers, share);
     })().finally(() => {
       this.pass = undefined;
     });
   }
 
-  private tickJob(runner: JobDriver, trainers: number): void {
+  private tickJob(runner: JobDriver, trainers: number, share: number | undefined): void {
     if (this.jobTicks.has(runner)) return;
     const ticking = runner
-      .tick(trainers)
+      .tick(trainers, share)
       .catch((err: Error) => this.logger.error(`job ${runner.jobId}: ${err.message}`))
       .finally(() => this.jobTicks.delete(runner));
     this.jobTicks.set(runner, ticking);

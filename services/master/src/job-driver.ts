@@ -20,9 +20,11 @@ import { TaskQueue, type Dispatch, type TaskQueueOptions, type Transition } from
  * The queue limits a job spec sets, and its task order.
  * @throws MissingSeedError when the spec shuffles but has no seed (the intake always sets one).
  */
-export function queueOptions(spec: JobSpec, durationWindow: number): TaskQueueOptions {
+export function queueOptions(spec: JobSpec, durationWindow: number, maxJobFaults?: number): TaskQueueOptions {
   const options: TaskQueueOptions = {
     maxTaskFailures: spec.training.maxTaskFailures,
+    failBarrenEpochs: true,
+    ...(maxJobFaults !== undefined ? { maxJobFaults } : {}),
     timeout: { ...spec.training.taskTimeout, window: durationWindow },
     maxTrainers: spec.trainers.max,
   };
@@ -141,6 +143,14 @@ export class JobDriver {
     });
   }
 
+  /**
+   * A trainer or the evaluator could not set the job up; enough of these fail the job (see
+   * `TaskQueue.fault`). False when the job no longer runs.
+   */
+  fault(source: string, error: string): Promise<boolean> {
+    return this.serialize(() => this.apply(this.queue.fault(source, error)));
+  }
+
   /** Stops the job; false when it had already stopped. */
   stop(reason: StopReason, detail?: string): Promise<boolean> {
     return this.serialize(() => this.apply(this.queue.stop(reason, detail)));
@@ -148,11 +158,13 @@ export class JobDriver {
 
   /**
    * One pass of the dispatch loop: timeouts and the time budget, the trainers.min check, and
-   * refilling the dispatch window.
+   * refilling the dispatch window. `share`: the job's fair share of the live trainers while
+   * several jobs run (claims beyond it are refused `full`, so those trainers serve other jobs).
    */
-  tick(liveTrainers: number): Promise<void> {
+  tick(liveTrainers: number, share?: number): Promise<void> {
     return this.serialize(async () => {
       this.trainers = liveTrainers;
+      this.queue.setTrainerShare(share);
       await this.apply(this.queue.expire());
       if (!this.running) return;
       const waiting = liveTrainers < this.spec.trainers.min;
@@ -205,9 +217,12 @@ export class JobDriver {
         this.outOfSync = true;
         throw err;
       }
-      const stopped = t.change.job.state === 'stopped';
-      if (stopped) {
+      const stopped = t.change.job.state === 'stopped' || t.change.job.state === 'failed';
+      if (t.change.job.state === 'failed') this.logger.warn(`failed: ${this.queue.detail}`);
+      else if (stopped) {
         this.logger.log(`stopped (${this.queue.reason}${this.queue.detail ? `: ${this.queue.detail}` : ''})`);
+      }
+      if (stopped) {
         await this.channels
           .purgeTasks(this.jobId)
           .catch((err: Error) => this.logger.warn(`purging task messages failed: ${err.message}`));
@@ -225,7 +240,7 @@ export class JobDriver {
   /** Tops the window of published-but-unclaimed tasks up. */
   private async fill(): Promise<void> {
     if (!this.running || this.waiting) return;
-    const window = Math.min(Math.max(1, this.trainers), this.spec.trainers.max) + 1;
+    const window = Math.min(Math.max(1, this.trainers), this.queue.trainerLimit() ?? this.spec.trainers.max) + 1;
     const limit = window - this.queue.unclaimedCount();
     if (limit <= 0) return;
     const dispatches = await this.apply(this.queue.dispatch(limit));

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { randomBytes } from 'node:crypto';
-import { InvalidJobSpecError, parseJobSpec, type JobSpec } from '#libs/job-spec';
+import { InvalidJobSpecError, jobLimitViolations, parseJobSpec, specSizeViolation, type JobSpec } from '#libs/job-spec';
 import { CONSUMERS, JOB_ID_PATTERN, STREAMS } from '#libs/messaging';
 import { indexFiles, type MultiFileIndex } from '#libs/recordio';
 import type { CommonConfig } from '#libs/config';
@@ -25,8 +25,8 @@ export const INVALID_JOB_ID = 'invalid';
  * Takes job specs from the jobs stream (durable `master`): validates, picks a seed for a spec
  * that gave none, indexes the training files, cuts them into tasks, persists the job (its spec
  * with the seed), then announces it (jobs bucket entry, trainers'
- * consumer, `started` event) and acks. A refused spec gets a `failed` event naming the field and
- * changes nothing. A spec redelivered after a crash or a lost Redis reply (same stream sequence
+ * consumer, `started` event) and acks. A refused spec gets a `failed` event marked `refused`
+ * naming the field, and changes nothing. A spec redelivered after a crash or a lost Redis reply (same stream sequence
  * as the stored job) is recognised: the stored job is run, if no driver has it, and announced
  * again. Only the leader takes specs.
  */
@@ -58,9 +58,15 @@ export class JobIntake implements LeaderDuty {
     msg.ack();
   }
 
+  /** The spec of a message, when it is valid and within the limits; else it is refused. */
   private parse(msg: JsMsg): JobSpec | undefined {
     try {
-      return parseJobSpec(msg.data);
+      const tooBig = specSizeViolation(msg.data.length, this.settings.maxJobSpecBytes);
+      if (tooBig !== undefined) throw new InvalidJobSpecError([tooBig]);
+      const spec = parseJobSpec(msg.data);
+      const over = jobLimitViolations(spec, { maxParameters: this.settings.maxJobParameters });
+      if (over.length > 0) throw new InvalidJobSpecError(over, { jobId: spec.id });
+      return spec;
     } catch (err) {
       if (!(err instanceof InvalidJobSpecError)) throw err;
       const jobId = err.jobId !== undefined && JOB_ID_PATTERN.test(err.jobId) ? err.jobId : INVALID_JOB_ID;
@@ -83,8 +89,17 @@ export class JobIntake implements LeaderDuty {
         return;
       }
     }
-    if (existing !== undefined && existing.state !== 'stopped') {
+    if (existing !== undefined && existing.state === 'running') {
       this.refuse(jobId, `job ${jobId} already exists and is running`, 'id');
+      return;
+    }
+    const running = this.roster.running().length;
+    if (running >= this.settings.maxRunningJobs) {
+      this.refuse(
+        jobId,
+        `${running} jobs are running, as many as MAX_RUNNING_JOBS (${this.settings.maxRunningJobs})`,
+        undefined,
+      );
       return;
     }
     this.channels.publishEvent({ type: 'submitted', jobId });
@@ -99,7 +114,7 @@ export class JobIntake implements LeaderDuty {
     const plan = planTasks(index.chunks, spec.training.chunksPerTask);
     const queue = TaskQueue.create(
       { jobId, runId: randomBytes(4).toString('hex'), taskCount: plan.length, startedAt: Date.now() },
-      queueOptions(spec, this.settings.durationWindow),
+      queueOptions(spec, this.settings.durationWindow, this.settings.maxJobFaults),
     );
     const job: StoredJob = { spec, plan, submitSeq: msg.seq, queue: queue.snapshot() };
     // Messages an earlier job of the same id left in the tasks stream must not reach trainers.
@@ -135,6 +150,13 @@ export class JobIntake implements LeaderDuty {
 
   private refuse(jobId: string, error: string, field: string | undefined): void {
     this.logger.warn(`refused job ${jobId}: ${error}`);
-    this.channels.publishEvent({ type: 'failed', jobId, error, ...(field !== undefined ? { field } : {}) });
+    // Marked as a refusal: a job of the same id that is running must not take it for its end.
+    this.channels.publishEvent({
+      type: 'failed',
+      jobId,
+      error,
+      refused: true,
+      ...(field !== undefined ? { field } : {}),
+    });
   }
 }

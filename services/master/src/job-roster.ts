@@ -100,7 +100,7 @@ export class JobRoster implements LeaderDuty {
 
   /** Starts driving a stored job (replacing the driver of an earlier job of the same id). */
   private launch(job: StoredJob): JobDriver {
-    const options = queueOptions(job.spec, this.settings.durationWindow);
+    const options = queueOptions(job.spec, this.settings.durationWindow, this.settings.maxJobFaults);
     const queue = TaskQueue.restore(job.queue, options);
     const driver = new JobDriver(job.spec, job.plan, queue, this.channels, options, this.fence);
     this.drivers.set(driver.jobId, driver);
@@ -109,10 +109,15 @@ export class JobRoster implements LeaderDuty {
 
   /** A stop persisted by a leader that died before announcing it: purge, record and event. */
   private async finishStop(driver: JobDriver): Promise<void> {
-    if ((await this.channels.recordState(driver.jobId)) === 'stopped') return;
+    const { state, reason, detail } = driver.status();
+    if ((await this.channels.recordState(driver.jobId)) === state) return;
     await this.channels.purgeTasks(driver.jobId);
     await driver.publishRecord();
-    const { reason, detail } = driver.status();
+    if (state === 'failed') {
+      this.logger.log(`job ${driver.jobId}: announcing the failure the last leader persisted`);
+      this.channels.publishEvent({ type: 'failed', jobId: driver.jobId, error: detail ?? 'failed' });
+      return;
+    }
     this.logger.log(`job ${driver.jobId}: announcing the stop (${reason}) the last leader persisted`);
     this.channels.publishEvent({
       type: 'stopped',

@@ -16,7 +16,7 @@ export interface JobView {
 
 /** The job's state as workers and users see it. */
 export function jobState(view: Pick<JobView, 'queue' | 'waiting'>): JobState {
-  if (view.queue.state === 'stopped') return 'stopped';
+  if (view.queue.state !== 'running') return view.queue.state;
   return view.waiting ? 'waiting' : 'running';
 }
 
@@ -53,6 +53,7 @@ export function jobRecord(view: Pick<JobView, 'spec' | 'queue' | 'waiting'>): Jo
   };
   if (q.stoppedAt !== undefined) record.stoppedAt = new Date(q.stoppedAt).toISOString();
   if (q.reason !== undefined) record.reason = q.reason;
+  if (q.state === 'failed' && q.detail !== undefined) record.error = q.detail;
   return record;
 }
 

@@ -3,7 +3,14 @@ import type { JobSpec } from '#libs/job-spec';
 import type { EpochAccounting, RedisConnection, StopReason } from '#libs/messaging';
 import { CorruptJobStateError, FencedWriteError } from './errors.js';
 import type { PlannedTask } from './task-plan.js';
-import { KEPT_EPOCHS, type QueueChange, type QueueFields, type QueueSnapshot, type TaskState } from './task-queue.js';
+import {
+  KEPT_EPOCHS,
+  type QueueChange,
+  type QueueLifecycle,
+  type QueueFields,
+  type QueueSnapshot,
+  type TaskState,
+} from './task-queue.js';
 
 /** Everything the master keeps about one job. */
 export interface StoredJob {
@@ -81,6 +88,11 @@ interface ApplyPayload {
   tasks: Record<string, string>;
   counted?: string;
   closed?: { epoch: string; value: string };
+}
+
+/** A stored lifecycle state; anything unknown reads as running, as jobs stored before states did. */
+function lifecycle(state: string): QueueLifecycle {
+  return state === 'stopped' || state === 'failed' ? state : 'running';
 }
 
 function fieldStrings(fields: Partial<QueueFields> & Record<string, unknown>): Record<string, string> {
@@ -246,7 +258,7 @@ export class JobStore {
       const queue: QueueSnapshot = {
         jobId,
         runId: str(fields, 'runId'),
-        state: str(fields, 'state') === 'stopped' ? 'stopped' : 'running',
+        state: lifecycle(str(fields, 'state')),
         epoch,
         startedAt: int(fields, 'startedAt'),
         samples: Number(fields['samples'] ?? 0),
@@ -258,6 +270,7 @@ export class JobStore {
       if (fields['reason']) queue.reason = fields['reason'] as StopReason;
       if (fields['detail'] !== undefined) queue.detail = fields['detail'];
       if (fields['stoppedAt'] !== undefined) queue.stoppedAt = int(fields, 'stoppedAt');
+      if (fields['faults'] !== undefined) queue.faults = int(fields, 'faults');
       return {
         spec: JSON.parse(str(fields, 'spec')) as JobSpec,
         plan: JSON.parse(planText) as PlannedTask[],

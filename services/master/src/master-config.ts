@@ -1,5 +1,7 @@
 import { env, type EnvSpec } from '#libs/config';
+import { totalmem } from 'node:os';
 import { LEASE_TTL_MS } from './leader-lease.js';
+import { MAX_JOB_FAULTS } from './task-queue.js';
 import { TASK_DURATION_WINDOW } from './task-timeout.js';
 
 /** How often the dispatch loop scans deadlines, counts trainers and refills dispatch windows. */
@@ -7,6 +9,18 @@ export const DISPATCH_TICK_MS = 500;
 
 /** How long a finished job's records, stream messages and checkpoints are kept: a week. */
 export const JOB_RETENTION_HOURS = 168;
+/**
+ * Default of `MAX_JOB_PARAMETERS`: a parameter takes 4 bytes in each of the several copies a
+ * job keeps on one machine (trainer model and gradients, pserver shard, optimizer slots,
+ * snapshots), so a model of up to a 64th of the memory in parameters fits with room to spare.
+ */
+export const DEFAULT_MAX_JOB_PARAMETERS = Math.max(1_000_000, Math.floor(totalmem() / 64));
+
+/** Default of `MAX_JOB_SPEC_BYTES`: 1 MiB (a model topology included). */
+export const DEFAULT_MAX_JOB_SPEC_BYTES = 1 << 20;
+
+/** Default of `MAX_RUNNING_JOBS`. */
+export const DEFAULT_MAX_RUNNING_JOBS = 16;
 
 /** The master's own settings. */
 export interface MasterConfig {
@@ -27,6 +41,17 @@ export interface MasterConfig {
    * directory stays.
    */
   retentionHours: number;
+  /** Most trainable parameters of a job's model (`MAX_JOB_PARAMETERS`); a bigger one is refused. */
+  maxJobParameters: number;
+  /** Most bytes of a submitted spec (`MAX_JOB_SPEC_BYTES`); a bigger one is refused. */
+  maxJobSpecBytes: number;
+  /** Most jobs running at once (`MAX_RUNNING_JOBS`); a submission beyond is refused. */
+  maxRunningJobs: number;
+  /**
+   * Failed attempts to set a job up (reported by trainers and the evaluator) after which the
+   * job fails (`MAX_JOB_FAULTS`).
+   */
+  maxJobFaults: number;
 }
 
 /** Environment fields of the master. */
@@ -36,4 +61,11 @@ export const MASTER_CONFIG: EnvSpec<MasterConfig> = {
   durationWindow: ['MASTER_TASK_DURATION_WINDOW', env.int({ default: TASK_DURATION_WINDOW, min: 1, max: 10_000 })],
   leaseTtlMs: ['MASTER_LEASE_TTL_MS', env.int({ default: LEASE_TTL_MS, min: 300, max: 600_000 })],
   retentionHours: ['JOB_RETENTION_HOURS', env.number({ default: JOB_RETENTION_HOURS, min: 0, max: 100_000 })],
+  maxJobParameters: [
+    'MAX_JOB_PARAMETERS',
+    env.int({ default: DEFAULT_MAX_JOB_PARAMETERS, min: 1, max: Number.MAX_SAFE_INTEGER }),
+  ],
+  maxJobSpecBytes: ['MAX_JOB_SPEC_BYTES', env.int({ default: DEFAULT_MAX_JOB_SPEC_BYTES, min: 1024, max: 64 << 20 })],
+  maxRunningJobs: ['MAX_RUNNING_JOBS', env.int({ default: DEFAULT_MAX_RUNNING_JOBS, min: 1, max: 10_000 })],
+  maxJobFaults: ['MAX_JOB_FAULTS', env.int({ default: MAX_JOB_FAULTS, min: 1, max: 1000 })],
 };

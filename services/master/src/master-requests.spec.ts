@@ -1,6 +1,6 @@
 import { MalformedMessageError, encodeJson } from '#libs/messaging';
 import { parseStopRequest } from './stop-request.js';
-import { jobIdFromSubject, parseTaskClaim, parseTaskReport } from './trainer-requests.js';
+import { jobIdFromSubject, parseJobFault, parseTaskClaim, parseTaskReport } from './trainer-requests.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const CLAIM = { jobId: 'job-a', taskId: 3, epoch: 1, dispatchId: 'r.7', trainerId: 't1' };
@@ -34,6 +34,16 @@ describe('master requests', () => {
     );
     expect(() => parseTaskReport(reportSubject, encodeJson({ ...CLAIM, outcome: 'failed', error: 3 }))).toThrow(
       'error: expected a string',
+    );
+  });
+
+  test('master requests - a fault report decodes with every field checked', () => {
+    const subject = 'tributary.jobs.job-a.faults';
+    const fault = { jobId: 'job-a', startedAt: '2026-01-01T00:00:00.000Z', source: 't1', error: 'no model' };
+    expect(parseJobFault(subject, encodeJson(fault))).toEqual(fault);
+    expect(() => parseJobFault(subject, encodeJson({ ...fault, error: 3 }))).toThrow(MalformedMessageError);
+    expect(() => parseJobFault(subject, encodeJson({ ...fault, jobId: 'job-b' }))).toThrow(
+      'does not match the subject',
     );
   });
 

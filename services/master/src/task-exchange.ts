@@ -5,9 +5,12 @@ import { JobChannels } from './job-channels.js';
 import { JobRoster } from './job-roster.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { serveRequests, type Responder } from './request-handling.js';
-import { parseTaskClaim, parseTaskReport } from './trainer-requests.js';
+import { parseJobFault, parseTaskClaim, parseTaskReport } from './trainer-requests.js';
 
-/** Answers trainers' claims and reports (`tributary.jobs.*.tasks.claim` / `.report`) while the master leads. */
+/**
+ * Answers trainers' claims and reports (`tributary.jobs.*.tasks.claim` / `.report`) and the
+ * fault reports of trainers and the evaluator (`tributary.jobs.*.faults`) while the master leads.
+ */
 @Injectable()
 export class TaskExchange implements LeaderDuty {
   private readonly logger = new Logger('TaskExchange');
@@ -30,6 +33,14 @@ export class TaskExchange implements LeaderDuty {
       serveRequests(this.nc, SUBJECTS.allTaskReports, this.logger, leading, async (msg) => {
         const report = parseTaskReport(msg.subject, msg.data);
         return this.driver(msg.subject, report.jobId).report(report);
+      }),
+      serveRequests(this.nc, SUBJECTS.allJobFaults, this.logger, leading, async (msg) => {
+        const fault = parseJobFault(msg.subject, msg.data);
+        const driver = this.driver(msg.subject, fault.jobId);
+        // A report on an earlier run of the id says nothing about this one.
+        if (driver.status().startedAt !== fault.startedAt) return { ok: true, counted: false };
+        this.logger.warn(`job ${fault.jobId}: ${fault.source} could not set it up: ${fault.error}`);
+        return { ok: true, counted: await driver.fault(fault.source, fault.error) };
       }),
     ];
   }

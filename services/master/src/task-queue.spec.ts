@@ -208,6 +208,69 @@ describe('task queue', () => {
     expect(queue.task(1)).toMatchObject({ status: 'todo', failures: 0 });
   });
 
+  test('task queue - a fair share below maxTrainers refuses the claims beyond it', () => {
+    const { queue } = setup(4, { maxTrainers: 3 });
+    queue.setTrainerShare(1);
+    expect(queue.trainerLimit()).toBe(1);
+    const [a, b] = queue.dispatch(2).result;
+    expect(queue.claim({ ...a!, trainerId: 't1' }).result.ok).toBe(true);
+    expect(queue.claim({ ...b!, trainerId: 't2' }).result).toEqual({ ok: false, reason: 'full' });
+    queue.setTrainerShare(undefined);
+    expect(queue.trainerLimit()).toBe(3);
+    const [c] = queue.dispatch(1).result;
+    expect(queue.claim({ ...c!, trainerId: 't2' }).result.ok).toBe(true);
+  });
+
+  test('task queue - the job fails after maxJobFaults set-up faults, naming the last cause', () => {
+    const { queue } = setup(2, { maxJobFaults: 3 });
+    expect(queue.fault('t1', 'Invalid typed array length: 78400000000').events).toEqual([]);
+    expect(queue.fault('t2', 'Invalid typed array length: 78400000000').change?.job).toEqual({ faults: 2 });
+    const third = queue.fault('t1', 'Invalid typed array length: 78400000000');
+    expect(third.change?.job).toMatchObject({ faults: 3, state: 'failed' });
+    expect(third.events).toEqual([
+      {
+        type: 'failed',
+        jobId: 'job-a',
+        error: '3 attempts to run it failed; the last (t1): Invalid typed array length: 78400000000',
+      },
+    ]);
+    expect(queue.state).toBe('failed');
+    expect(queue.dispatch(5).result).toEqual([]);
+    expect(queue.fault('t1', 'again')).toEqual({ result: false, change: null, events: [] });
+    expect(queue.stop('manual').result).toBe(false);
+    // The count and the state survive a master failover.
+    const restored = TaskQueue.restore(queue.snapshot(), OPTIONS);
+    expect(restored.state).toBe('failed');
+    expect(restored.faults).toBe(3);
+  });
+
+  test('task queue - an epoch whose every task was discarded for reported failures fails the job', () => {
+    const { queue } = setup(2, { maxTaskFailures: 0, failBarrenEpochs: true });
+    const [a, b] = claimAll(queue);
+    queue.report({ ...a!, trainerId: 't1', outcome: 'failed', error: 'f.rio: chunk at byte 0: bad layout' });
+    const t = queue.report({ ...b!, trainerId: 't1', outcome: 'failed', error: 'f.rio: chunk at byte 64: bad layout' });
+    expect(t.events.map((e) => e.type)).toEqual(['task-discarded', 'epoch', 'failed']);
+    expect(t.events.at(-1)).toMatchObject({
+      error: 'epoch 0: all 2 tasks were discarded; the last error: f.rio: chunk at byte 64: bad layout',
+    });
+    expect(queue.state).toBe('failed');
+  });
+
+  test('task queue - an epoch with a task done, or lost to timeouts, does not fail the job', () => {
+    const done = setup(2, { maxTaskFailures: 0, failBarrenEpochs: true }).queue;
+    const [a, b] = claimAll(done);
+    done.report({ ...a!, trainerId: 't1', outcome: 'done' });
+    done.report({ ...b!, trainerId: 't1', outcome: 'failed', error: 'x' });
+    expect(done.state).toBe('running');
+    expect(done.epoch).toBe(1);
+    const { queue: timedOut, clock } = setup(1, { maxTaskFailures: 0, failBarrenEpochs: true });
+    claimAll(timedOut);
+    clock.advance(5000);
+    timedOut.expire();
+    expect(timedOut.state).toBe('running');
+    expect(timedOut.epoch).toBe(1);
+  });
+
   test('task queue - restore re-arms the deadlines of pending tasks', () => {
     const { queue, clock } = setup(2);
     claimAll(queue);

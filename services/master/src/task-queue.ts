@@ -35,8 +35,17 @@ export interface TaskState {
   lastError?: string;
 }
 
-/** Whether the job still hands out tasks. */
-export type QueueLifecycle = 'running' | 'stopped';
+/**
+ * Whether the job still hands out tasks: it runs, stopped (a budget, the evaluator or a user),
+ * or failed (it cannot run: see {@link TaskQueue.fault}).
+ */
+export type QueueLifecycle = 'running' | 'stopped' | 'failed';
+
+/** The error a task's failure records when its deadline passed. */
+const TIMEOUT_ERROR = 'timeout';
+
+/** Default of `TaskQueueOptions.maxJobFaults`. */
+export const MAX_JOB_FAULTS = 3;
 
 /** Totals of one finished epoch. */
 export interface EpochSummary {
@@ -58,6 +67,8 @@ export interface QueueSnapshot {
   stoppedAt?: number;
   /** Examples trained on, from counted done reports. */
   samples: number;
+  /** Attempts to run the job that failed (trainers or the evaluator could not set it up). */
+  faults?: number;
   /** Dispatches made so far (the sequence part of dispatch ids). */
   dispatchSeq: number;
   /** Recent task durations, oldest first. */
@@ -70,7 +81,7 @@ export interface QueueSnapshot {
 /** The job-level fields a transition may change. */
 export type QueueFields = Pick<
   QueueSnapshot,
-  'state' | 'reason' | 'detail' | 'epoch' | 'stoppedAt' | 'samples' | 'dispatchSeq' | 'durationsMs'
+  'state' | 'reason' | 'detail' | 'epoch' | 'stoppedAt' | 'samples' | 'dispatchSeq' | 'durationsMs' | 'faults'
 >;
 
 /**
@@ -106,6 +117,14 @@ export interface TaskQueueOptions extends JobBudget {
   timeout: TaskTimeoutPolicy;
   /** Most distinct trainers holding claimed tasks at once; a claim beyond is refused `full`. */
   maxTrainers?: number;
+  /** Failed attempts to run the job (see `fault`) after which it fails; default {@link MAX_JOB_FAULTS}. */
+  maxJobFaults?: number;
+  /**
+   * True: an epoch that ends with no task done and every task discarded for failures its
+   * trainers reported (not timeouts) fails the job, naming the last error; another epoch would
+   * fail the same way. False (default): the next epoch starts.
+   */
+  failBarrenEpochs?: boolean;
   /** Epoch accounts kept; default {@link KEPT_EPOCHS}. */
   keptEpochs?: number;
   /**
@@ -153,6 +172,8 @@ export class TaskQueue {
   private readonly keptEpochs: number;
   /** The current epoch's hand-out order, computed when first needed in the epoch. */
   private order: { epoch: number; taskIds: readonly number[] } | undefined;
+  /** The job's fair share of the live trainers (see `setTrainerShare`). */
+  private share: number | undefined;
 
   private constructor(
     snapshot: QueueSnapshot,
@@ -228,6 +249,11 @@ export class TaskQueue {
 
   get detail(): string | undefined {
     return this.s.detail;
+  }
+
+  /** Failed attempts to run the job so far. */
+  get faults(): number {
+    return this.s.faults ?? 0;
   }
 
   get startedAt(): number {
@@ -406,7 +432,7 @@ export class TaskQueue {
         this.s.tasks[t.taskId] = back;
         change.tasks.push(back);
       } else {
-        change.tasks.push(this.fail(t, 'timeout', events));
+        change.tasks.push(this.fail(t, TIMEOUT_ERROR, events));
       }
     }
     const outOfTime = timeBudgetSpent(this.options, this.s.startedAt, now);
@@ -428,6 +454,23 @@ export class TaskQueue {
     return { result: true, change, events };
   }
 
+  /**
+   * A trainer or the evaluator could not set the job up (its model cannot be built, its data
+   * read or scored). The job fails, with the cause in its `failed` event and its `detail`, once
+   * `maxJobFaults` attempts have failed; a job that no longer runs ignores the report (false).
+   */
+  fault(source: string, error: string): Transition<boolean> {
+    if (this.s.state !== 'running') return { result: false, change: null, events: [] };
+    const faults = this.faults + 1;
+    this.s.faults = faults;
+    const change: QueueChange = { job: { faults }, tasks: [] };
+    const events: JobEventInput[] = [];
+    const max = this.options.maxJobFaults ?? MAX_JOB_FAULTS;
+    if (faults >= max)
+      this.failInto(change, events, `${faults} attempts to run it failed; the last (${source}): ${error}`);
+    return { result: true, change, events };
+  }
+
   /** The task a claim or report names, when its epoch and dispatch are current and it is pending. */
   private current(ref: { taskId: number; epoch: number; dispatchId: string }): TaskState | undefined {
     if (ref.epoch !== this.s.epoch || !Number.isInteger(ref.taskId)) return undefined;
@@ -436,11 +479,27 @@ export class TaskQueue {
     return t;
   }
 
+  /**
+   * Sets the job's fair share of the live trainers: a claim from a trainer beyond it (and
+   * beyond `maxTrainers`) is refused `full`, so that trainer serves another job. Undefined: no share.
+   */
+  setTrainerShare(share: number | undefined): void {
+    this.share = share;
+  }
+
+  /** Most trainers the job may have at work now: `maxTrainers`, capped by its share. */
+  trainerLimit(): number | undefined {
+    const max = this.options.maxTrainers;
+    if (this.share === undefined) return max;
+    return max === undefined ? this.share : Math.min(max, this.share);
+  }
+
   private isFull(trainerId: string): boolean {
-    if (this.options.maxTrainers === undefined) return false;
+    const limit = this.trainerLimit();
+    if (limit === undefined) return false;
     const holders = new Set<string>();
     for (const t of this.s.tasks) if (t.status === 'pending' && t.claimedBy !== undefined) holders.add(t.claimedBy);
-    return !holders.has(trainerId) && holders.size >= this.options.maxTrainers;
+    return !holders.has(trainerId) && holders.size >= limit;
   }
 
   /** One more failure: back to todo, or discarded past `maxTaskFailures`. */
@@ -480,6 +539,8 @@ export class TaskQueue {
     account.done = c.done;
     account.discarded = c.discarded;
     change.closedEpoch = { epoch: this.s.epoch, done: c.done, discarded: c.discarded };
+    const barren = c.done === 0 && this.s.tasks.every((t) => t.status === 'discarded' && t.lastError !== TIMEOUT_ERROR);
+    const lastError = this.s.tasks.at(-1)?.lastError;
     this.s.epoch += 1;
     this.s.tasks = this.s.tasks.map((t) => freshTask(t.taskId));
     this.s.epochs.push({ epoch: this.s.epoch, done: 0, discarded: 0, doneCounts: {} });
@@ -494,8 +555,28 @@ export class TaskQueue {
       discarded: c.discarded,
       doneCounts: { ...account.doneCounts },
     });
+    if (barren && this.options.failBarrenEpochs === true) {
+      // Not one task could be trained on: another epoch would fail the same way.
+      this.failInto(
+        change,
+        events,
+        `epoch ${this.s.epoch - 1}: all ${c.discarded} tasks were discarded${lastError ? `; the last error: ${lastError}` : ''}`,
+      );
+      return;
+    }
     const outOfEpochs = epochBudgetSpent(this.options, this.s.epoch);
     if (outOfEpochs !== undefined) this.stopInto(change, events, outOfEpochs.reason, outOfEpochs.detail);
+  }
+
+  /** Ends the job as failed: no more tasks go out, and the event names the cause. */
+  private failInto(change: QueueChange, events: JobEventInput[], error: string): void {
+    this.s.state = 'failed';
+    this.s.detail = error;
+    this.s.stoppedAt = this.clock();
+    change.job.state = 'failed';
+    change.job.detail = error;
+    change.job.stoppedAt = this.s.stoppedAt;
+    events.push({ type: 'failed', jobId: this.s.jobId, error });
   }
 
   private stopInto(change: QueueChange, events: JobEventInput[], reason: StopReason, detail: string | undefined): void {

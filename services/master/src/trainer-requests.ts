@@ -4,6 +4,7 @@ import {
   decodeJsonObject,
   numberField,
   stringField,
+  type JobFaultReport,
   type TaskClaim,
   type TaskReport,
 } from '#libs/messaging';
@@ -73,4 +74,21 @@ export function parseTaskReport(subject: string, data: Uint8Array): TaskReport {
     report.samples = samples;
   }
   return report;
+}
+
+/**
+ * Decodes a fault report (`JobFaultReport`) received on `subject`.
+ * @throws MalformedMessageError naming the subject and the bad field.
+ */
+export function parseJobFault(subject: string, data: Uint8Array): JobFaultReport {
+  const obj = decodeJsonObject(subject, data);
+  const jobId = stringField(subject, obj, 'jobId');
+  if (jobId !== jobIdFromSubject(subject))
+    throw new MalformedMessageError(subject, `jobId ${JSON.stringify(jobId)} does not match the subject`);
+  return {
+    jobId,
+    startedAt: stringField(subject, obj, 'startedAt'),
+    source: stringField(subject, obj, 'source'),
+    error: stringField(subject, obj, 'error'),
+  };
 }

@@ -24,9 +24,14 @@ import { queueOptions } from '../src/job-driver.js';
 import { withJobSeed } from '../src/job-seed.js';
 import { JobStore } from '../src/job-store.js';
 import type { Leadership } from '../src/leadership.js';
-import type { MasterConfig } from '../src/master-config.js';
+import {
+  DEFAULT_MAX_JOB_PARAMETERS,
+  DEFAULT_MAX_JOB_SPEC_BYTES,
+  DEFAULT_MAX_RUNNING_JOBS,
+  type MasterConfig,
+} from '../src/master-config.js';
 import { planTasks } from '../src/task-plan.js';
-import { TaskQueue } from '../src/task-queue.js';
+import { MAX_JOB_FAULTS, TaskQueue } from '../src/task-queue.js';
 import { EventLog, eventually, jobSpec, writeDataset } from './master-harness.js';
 
 describe('intake redelivery', () => {
@@ -51,7 +56,13 @@ describe('intake redelivery', () => {
     buckets = await openBuckets(nc);
     log = new EventLog(nc);
     const jsm = await jetstreamManager(nc);
-    const settings = { durationWindow: 20 } as unknown as CommonConfig & MasterConfig;
+    const settings = {
+      durationWindow: 20,
+      maxJobSpecBytes: DEFAULT_MAX_JOB_SPEC_BYTES,
+      maxJobParameters: DEFAULT_MAX_JOB_PARAMETERS,
+      maxRunningJobs: DEFAULT_MAX_RUNNING_JOBS,
+      maxJobFaults: MAX_JOB_FAULTS,
+    } as unknown as CommonConfig & MasterConfig;
     store = new JobStore(redis, 'redelivery');
     const channels = new JobChannels(nc, buckets, jsm, store, {} as Leadership);
     roster = new JobRoster(channels, settings);

@@ -32,7 +32,7 @@ export async function startMaster(
   natsUrl: string,
   redisUrl: string,
   keyPrefix: string,
-  options: { id?: string; leaseTtlMs?: number } = {},
+  options: { id?: string; leaseTtlMs?: number; env?: Record<string, string> } = {},
 ): Promise<INestApplicationContext> {
   const env = {
     NATS_URL: natsUrl,
@@ -41,6 +41,7 @@ export async function startMaster(
     MASTER_TICK_MS: '100',
     LOG_LEVEL: 'warn',
     ...(options.leaseTtlMs !== undefined ? { MASTER_LEASE_TTL_MS: String(options.leaseTtlMs) } : {}),
+    ...options.env,
   };
   const config = { ...readServiceConfig(MASTER_CONFIG, env), id: options.id ?? `master-test-${process.pid}` };
   const app = await NestFactory.createApplicationContext(

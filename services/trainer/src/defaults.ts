@@ -50,3 +50,6 @@ export const PSERVER_RETRY_MAX_BACKOFF_MS = 4_000;
 
 /** Pause before a job whose set-up failed (learner or parameter servers) is tried again. */
 export const JOB_SETUP_RETRY_MS = 5_000;
+
+/** How long a trainer keeps trying to tell the master that a job cannot be set up. */
+export const FAULT_REPORT_BUDGET_MS = 30_000;

@@ -44,3 +44,20 @@ export class PserverOutageError extends Error {
     );
   }
 }
+
+/**
+ * The learner could not be set up for a job (its model cannot be built): the job, not the
+ * trainer, is at fault, so the trainer reports it to the master and turns to other jobs.
+ */
+export class JobSetupError extends Error {
+  override readonly name = 'JobSetupError';
+  constructor(
+    readonly jobId: string,
+    options: { cause: unknown },
+  ) {
+    super(
+      `job ${jobId}: the model cannot be built: ${(options.cause as Error)?.message ?? String(options.cause)}`,
+      options,
+    );
+  }
+}

@@ -15,7 +15,7 @@ import {
   STATUS_UPDATE_INTERVAL_MS,
   THROUGHPUT_WINDOW_MS,
 } from './defaults.js';
-import { PserverOutageError } from './errors.js';
+import { JobSetupError, PserverOutageError } from './errors.js';
 import { MinibatchReader, type ChunkSource } from './minibatch-reader.js';
 import { QuorumMembership } from './quorum-membership.js';
 import { TaskLease } from './task-lease.js';
@@ -63,10 +63,18 @@ export interface JobTrainerDeps {
   fullJobRetryMs?: number;
   /** Shortest pause between renewals of a task's claim. */
   claimRenewMinMs?: number;
+  /**
+   * Asked when the job has its share of trainers at work: true returns `full` (the trainer
+   * serves another job), false waits and asks the master again.
+   */
+  leaveWhenFull?: (jobId: string) => boolean;
 }
 
-/** Why `run` returned: the job stopped, or the trainer was preempted. */
-export type JobRunEnd = 'stopped' | 'preempted';
+/**
+ * Why `run` returned: the job stopped, the trainer was preempted, or the job has its share of
+ * trainers at work (`full`), so this one may serve another job.
+ */
+export type JobRunEnd = 'stopped' | 'preempted' | 'full';
 
 /**
  * Serves one job until it stops or the trainer is preempted: builds the learner, takes part in
@@ -105,8 +113,14 @@ export class JobTrainer {
     let membership: QuorumMembership | undefined;
     try {
       const shuffle = shuffleSettings(jobId, spec.training);
-      await learner.initialize({ model: spec.model, layout: spec.dataset.layout, seed: spec.training.seed });
-      const initial = await learner.getParams();
+      let initial: Awaited<ReturnType<Learner['getParams']>>;
+      try {
+        await learner.initialize({ model: spec.model, layout: spec.dataset.layout, seed: spec.training.seed });
+        initial = await learner.getParams();
+      } catch (cause) {
+        // The spec itself cannot be built: trying again here would fail the same way.
+        throw new JobSetupError(jobId, { cause });
+      }
       const connecting = this.deps.connectPservers(
         spec,
         initial.map((p) => ({ name: p.name, shape: p.shape })),
@@ -170,11 +184,17 @@ export class JobTrainer {
             logger.log(`job ${jobId}: no task for now; left the quorum`);
           }
           if (pulled.reason === 'full') {
+            if (this.deps.leaveWhenFull?.(jobId) === true) {
+              logger.log(`job ${jobId}: the job has its share of trainers at work; looking for another job`);
+              return 'full';
+            }
             // Asking again at once would only bounce tasks off the master.
             if (!full) {
               full = true;
               this.deps.status?.({ state: 'waiting', taskId: undefined, samplesPerSecond: 0 });
-              logger.log(`job ${jobId}: the job has trainers.max (${spec.trainers.max}) trainers at work; waiting`);
+              logger.log(
+                `job ${jobId}: the job has its fair share of trainers, at most trainers.max (${spec.trainers.max}) trainers at work; waiting`,
+              );
             }
             await sleep(this.deps.fullJobRetryMs ?? FULL_JOB_RETRY_MS, either, { ref: false });
           }

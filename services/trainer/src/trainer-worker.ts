@@ -3,7 +3,8 @@ import type { LineLogger } from '#libs/logging';
 import type { EventSubscription } from '#libs/master-client';
 import type { JobRecord } from '#libs/messaging';
 import { sleep } from '#libs/retry';
-import { JOB_SETUP_RETRY_MS } from './defaults.js';
+import { FULL_JOB_RETRY_MS, JOB_SETUP_RETRY_MS } from './defaults.js';
+import { JobSetupError } from './errors.js';
 import { SERVED_JOB_STATES, type JobRecordsView } from './job-records-view.js';
 import type { JobTrainer } from './job-trainer.js';
 
@@ -14,8 +15,15 @@ export interface TrainerWorkerDeps {
   /** Live events of a job, to hear `stopped` before the jobs bucket says so. */
   events?: (jobId: string) => EventSubscription;
   logger: LineLogger;
+  /**
+   * Tells the master that the job's run cannot be set up here (a `JobSetupError`); enough such
+   * reports fail the job.
+   */
+  reportFault?: (record: JobRecord, error: string) => Promise<unknown>;
   /** Pause before a job whose set-up failed is tried again. */
   setupRetryMs?: number;
+  /** Pause before a job that had its share of trainers is tried again. */
+  fullJobRetryMs?: number;
 }
 
 /** Identifies one run of a job id (a resubmitted job has a new `startedAt`). */
@@ -25,13 +33,17 @@ function runKey(record: JobRecord): string {
 
 /**
  * The trainer's main loop: serves one job at a time, the earliest started one first; when it
- * stops, serves the next, and stays up between jobs. `stop()` preempts: the current minibatch
- * is finished, the task handed back and the loop ends.
+ * stops, serves the next, and stays up between jobs. A job that has its share of trainers at
+ * work, or whose model cannot be built here (reported to the master), is set aside for a while
+ * and the next job served, so one job never holds every trainer. `stop()` preempts: the current
+ * minibatch is finished, the task handed back and the loop ends.
  */
 export class TrainerWorker {
   private readonly preempt = new AbortController();
   /** Job runs not to serve again: their spec is invalid, or they stopped. */
   private readonly finished = new Set<string>();
+  /** Job runs set aside (full, or failed to set up), until the time given. */
+  private readonly setAside = new Map<string, number>();
   private serving: Promise<void> | undefined;
 
   constructor(private readonly deps: TrainerWorkerDeps) {}
@@ -41,6 +53,20 @@ export class TrainerWorker {
     this.serving ??= this.serve().catch((err: Error) =>
       this.deps.logger.error(`trainer loop ended: ${err.stack ?? err.message}`),
     );
+  }
+
+  /**
+   * Whether a job other than `jobId` waits to be served and is not set aside (so a trainer
+   * turned away by `jobId` has work elsewhere).
+   */
+  hasOtherJob(jobId: string): boolean {
+    const now = Date.now();
+    return this.deps.jobRecords.nextJob((r) => r.jobId === jobId || this.unavailable(r, now)) !== undefined;
+  }
+
+  /** A run not to serve now: it ended here, or it is set aside until later. */
+  private unavailable(record: JobRecord, now: number): boolean {
+    return this.finished.has(runKey(record)) || (this.setAside.get(runKey(record)) ?? 0) > now;
   }
 
   /** Preempts the current job (hand-back) and waits for the loop to end. */
@@ -53,8 +79,17 @@ export class TrainerWorker {
     const { jobRecords, logger } = this.deps;
     const preempt = this.preempt.signal;
     while (!preempt.aborted) {
-      const record = await jobRecords.waitForJob(preempt, (r) => this.finished.has(runKey(r)));
-      if (record === undefined) break;
+      const found = await jobRecords.waitForJob(preempt, (r) => this.finished.has(runKey(r)));
+      if (found === undefined) break;
+      const now = Date.now();
+      const record = jobRecords.nextJob((r) => this.unavailable(r, now)) ?? found;
+      const until = this.setAside.get(runKey(record));
+      if (until !== undefined && until > now) {
+        // Nothing else to serve: pause, then try the job again.
+        await sleep(until - now, preempt, { ref: false }).catch(() => undefined);
+        continue;
+      }
+      this.setAside.delete(runKey(record));
       let spec: JobSpec;
       try {
         spec = validateJobSpec(record.spec);
@@ -90,7 +125,8 @@ export class TrainerWorker {
       void (async () => {
         for await (const event of events) {
           if (event.type === 'stopped') stopJob(`stopped (${event.reason})`);
-          if (event.type === 'failed') stopJob(`failed: ${event.error}`);
+          // A refused submission of the same id leaves the running job alone.
+          if (event.type === 'failed' && event.refused !== true) stopJob(`failed: ${event.error}`);
         }
       })().catch(() => undefined);
     }
@@ -98,9 +134,22 @@ export class TrainerWorker {
     logger.log(`job ${jobId}: serving`);
     try {
       const end = await this.deps.jobTrainer.run(spec, { stop: stop.signal, preempt: this.preempt.signal });
-      logger.log(end === 'stopped' ? `job ${jobId}: done serving; idle` : `job ${jobId}: preempted; task handed back`);
+      if (end === 'full')
+        this.setAside.set(runKey(record), Date.now() + (this.deps.fullJobRetryMs ?? FULL_JOB_RETRY_MS));
+      else
+        logger.log(
+          end === 'stopped' ? `job ${jobId}: done serving; idle` : `job ${jobId}: preempted; task handed back`,
+        );
     } catch (err) {
       if (stop.signal.aborted || this.preempt.signal.aborted) return;
+      if (err instanceof JobSetupError) {
+        logger.error(`${err.message}; reporting it to the master and serving other jobs meanwhile`);
+        this.setAside.set(runKey(record), Date.now() + (this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS));
+        await this.deps
+          .reportFault?.(record, err.message)
+          .catch((e: Error) => logger.warn(`job ${jobId}: reporting the failure failed: ${e.message}`));
+        return;
+      }
       logger.error(
         `job ${jobId}: ${(err as Error).message}; trying again in ${this.deps.setupRetryMs ?? JOB_SETUP_RETRY_MS} ms`,
       );

@@ -1,3 +1,4 @@
+import { FAULT_REPORT_BUDGET_MS } from './defaults.js';
 import { hostname } from 'node:os';
 import {
   Inject,
@@ -98,11 +99,14 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       progressLogIntervalMs: this.config.progressLogIntervalMs,
       pserverOutageBudgetMs: this.config.pserverOutageBudgetMs,
       quorumHeartbeatMs: this.config.quorumHeartbeatMs,
+      leaveWhenFull: (jobId) => this.worker?.hasOtherJob(jobId) === true,
     });
     this.worker = new TrainerWorker({
       jobRecords: this.jobRecords,
       jobTrainer,
       events: (jobId) => master.events(jobId),
+      reportFault: (record, error) =>
+        master.reportFault(record.jobId, record.startedAt, error, { budgetMs: FAULT_REPORT_BUDGET_MS }),
       logger: this.logger,
     });
     this.worker.start();
