@@ -29,7 +29,10 @@ export interface MetricsServerOptions {
  * - `GET /readyz`: 200 when every readiness check holds, else 503 with the reasons, one a line.
  * Sets `metrics.url` once listening.
  */
-export async function startMetricsServer(metrics: ServiceMetrics, options: MetricsServerOptions): Promise<MetricsServer> {
+export async function startMetricsServer(
+  metrics: ServiceMetrics,
+  options: MetricsServerOptions,
+): Promise<MetricsServer> {
   const server = createServer((req, res) => {
     respond(metrics, req, res).catch((err: Error) => send(res, 500, `metrics failed: ${err.message}\n`));
   });

@@ -28,12 +28,17 @@ export class ServiceMetrics {
 
   /** The counter named `name`, created on first use. */
   counter<L extends string>(def: MetricDefinition<L>): Counter<L> {
-    return this.existing(def, Counter) ?? new Counter({ ...def, labelNames: [...def.labelNames], registers: [this.registry] });
+    return (
+      this.existing(def, Counter) ??
+      new Counter({ ...def, labelNames: [...def.labelNames], registers: [this.registry] })
+    );
   }
 
   /** The gauge named `name`, created on first use; `collect` refreshes it at each scrape. */
   gauge<L extends string>(def: MetricDefinition<L> & { collect?: (this: Gauge<L>) => void | Promise<void> }): Gauge<L> {
-    return this.existing(def, Gauge) ?? new Gauge({ ...def, labelNames: [...def.labelNames], registers: [this.registry] });
+    return (
+      this.existing(def, Gauge) ?? new Gauge({ ...def, labelNames: [...def.labelNames], registers: [this.registry] })
+    );
   }
 
   /** The histogram named `name`, created on first use, with short-duration buckets unless given. */
