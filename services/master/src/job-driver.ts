@@ -46,6 +46,8 @@ export class JobDriver {
   private outOfSync = false;
   /** The last metrics the evaluator published for the job. */
   lastMetrics: EvaluationMetrics | undefined;
+  /** Told of each task counted done, with its duration in milliseconds (the metrics). */
+  onTaskDone?: (durationMs: number) => void;
 
   constructor(
     readonly spec: JobSpec,
@@ -116,6 +118,7 @@ export class JobDriver {
         this.logger.debug(`ignored ${report.outcome} report of task ${report.taskId} (dispatch ${report.dispatchId})`);
       }
       const reply = await this.apply(t);
+      if (t.change?.counted) this.onTaskDone?.(t.change.counted.durationMs);
       await this.fill();
       return reply;
     });

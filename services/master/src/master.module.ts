@@ -12,6 +12,7 @@ import type { LeaderDuty } from './leader-duty.js';
 import { LeaderLease, leaseKeys } from './leader-lease.js';
 import { Leadership } from './leadership.js';
 import type { MasterConfig } from './master-config.js';
+import { MasterMetrics } from './master-metrics.js';
 import { MasterOffice } from './master-office.js';
 import { MasterPresence } from './master-presence.js';
 import { JETSTREAM_MANAGER, LEADER_DUTIES, MASTER_SETTINGS } from './master-tokens.js';
@@ -22,9 +23,19 @@ import { TrainerCensus } from './trainer-census.js';
 
 /**
  * The leader's duties, in the order they start on taking office: jobs reloaded from Redis,
- * status, claims and reports, dispatch, stop messages, new specs, and last the `leader` presence.
+ * status, claims and reports, dispatch, stop messages, new specs, the leader's metrics, and last
+ * the `leader` presence.
  */
-const DUTIES = [JobRoster, StatusResponder, TaskExchange, DispatchLoop, StopControl, JobIntake, MasterPresence];
+const DUTIES = [
+  JobRoster,
+  StatusResponder,
+  TaskExchange,
+  DispatchLoop,
+  StopControl,
+  JobIntake,
+  MasterMetrics,
+  MasterPresence,
+];
 
 /**
  * Wires the master: leader lease and office, job intake, task dispatch, claims and reports,
