@@ -5,6 +5,7 @@
  * which also keeps the best parameters), and once the job has stopped the best model and the
  * summary are exported (`model-export.ts`, `job-summary.ts`).
  */
+import { performance } from 'node:perf_hooks';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
 import type { PlainTensor } from '#libs/learner';
@@ -13,6 +14,7 @@ import { SUBJECTS, encodeJson, publishEvent, type JobRecord, type NatsConnection
 import { BestSoFar, type Scored } from './best-so-far.js';
 import { FINAL_FETCH_EXPIRES_MS, SNAPSHOT_FETCH_EXPIRES_MS, SNAPSHOT_RETRY_DELAY_MS } from './defaults.js';
 import { SnapshotParamsError, errorMessage } from './errors.js';
+import type { EvaluatorMetrics } from './evaluator-metrics.js';
 import type { LineLogger } from '#libs/logging';
 import { sleep } from '#libs/retry';
 import type { EvaluationSetCache } from './evaluation-set.js';
@@ -40,6 +42,8 @@ export interface JobEvaluationDeps {
   statusTimeoutMs: number;
   /** Told when the job's work starts and ends. */
   onActivity?: (jobId: string, activity: JobActivity) => void;
+  /** Where each evaluation is recorded for Prometheus. */
+  metrics?: EvaluatorMetrics;
 }
 
 /**
@@ -169,11 +173,15 @@ export class JobEvaluation {
   private async evaluate(version: number, params: PlainTensor[]): Promise<void> {
     this.deps.onActivity?.(this.jobId, 'evaluating');
     try {
+      const startedAt = performance.now();
       const { metrics, examples, value } = await this.scorer.score(params);
+      const seconds = (performance.now() - startedAt) / 1_000;
       const epoch = this.record.epoch;
       const decision = this.bestSoFar.observe({ version, value, params });
       this.feed.scored(version);
       const best = this.bestSoFar.bestValue;
+      const metric = this.spec.evaluation.metric;
+      this.deps.metrics?.evaluated(this.jobId, { metric, value, loss: metrics.loss, best, version, seconds });
       publishEvent(this.deps.nc, { type: 'metrics', jobId: this.jobId, version, epoch, metrics, examples, best });
       this.deps.logger.log(
         `job ${this.jobId}: version ${version} epoch ${epoch}: loss ${metrics.loss.toFixed(4)}` +
