@@ -57,6 +57,11 @@ export async function bootstrapService<T>(def: ServiceDefinition<T>): Promise<IN
     host: config.metricsHost,
     port: config.metricsPort,
     advertiseHost: config.metricsAdvertiseHost,
+  }).catch((err: Error) => {
+    throw new Error(
+      `metrics server on ${config.metricsHost}:${config.metricsPort} (METRICS_HOST, METRICS_PORT): ${err.message}`,
+      { cause: err },
+    );
   });
   logger.log(`metrics and health on ${metricsServer.url.replace(/\/metrics$/, '')} (/metrics, /healthz, /readyz)`);
   const app = await NestFactory.createApplicationContext(
