@@ -138,6 +138,8 @@ export interface PsRow {
   versions: Record<string, number> | null;
   /** Mean milliseconds per step of each phase, as the member last reported (see `MemberStatus`). */
   stepPhases: Record<string, number> | null;
+  /** Where the process serves its Prometheus metrics (`/healthz` and `/readyz` beside it). */
+  metricsUrl: string;
 }
 
 async function readMembers(io: CliIo, natsFlag?: string): Promise<MemberStatus[]> {
@@ -176,6 +178,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
     shard: m.shard ?? null,
     versions: m.versions ?? null,
     stepPhases: m.stepPhases ?? null,
+    metricsUrl: m.metricsUrl ?? '',
   }));
   const livePids = new Set(rows.map((r) => r.pid));
   for (const s of local?.services ?? []) {
@@ -195,6 +198,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
       shard: null,
       versions: null,
       stepPhases: null,
+      metricsUrl: '',
     });
   }
   return rows.sort((a, b) => order.indexOf(a.role) - order.indexOf(b.role) || a.id.localeCompare(b.id));
@@ -223,6 +227,7 @@ async function ps(io: CliIo, flags: { json?: boolean; nats?: string }): Promise<
     'SAMPLES/S',
     'SHARD',
     'VERSION',
+    'METRICS',
   ].map((heading) => ({
     heading,
     numeric: ['PID', 'SAMPLES/S', 'SHARD', 'TASK'].includes(heading),
@@ -245,6 +250,7 @@ async function ps(io: CliIo, flags: { json?: boolean; nats?: string }): Promise<
             .map(([job, v]) => (Object.keys(r.versions!).length > 1 ? `${job}:${v}` : String(v)))
             .join(' ')
         : '',
+      r.metricsUrl,
     ]),
   );
   io.stdout.write(`${lines.join('\n')}\n`);

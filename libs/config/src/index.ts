@@ -3,6 +3,8 @@ export { env, readConfig } from './env-config.js';
 export type { EnvField, EnvSpec } from './env-config.js';
 export {
   COMMON_CONFIG,
+  DEFAULT_METRICS_HOST,
+  DEFAULT_METRICS_PORT,
   DEFAULT_NATS_URL,
   DEFAULT_REDIS_URL,
   logLevelsFrom,

@@ -1,11 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { LOG_FORMATS, type LogFormat } from '#libs/logging';
 import { env, readConfig, type EnvSpec } from './env-config.js';
 
 /** Default NATS server URL for a local cluster. */
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 /** Default Redis URL for a local cluster. */
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/** Interface the metrics and health server binds to when `METRICS_HOST` is unset. */
+export const DEFAULT_METRICS_HOST = '127.0.0.1';
+/**
+ * Port of the metrics and health server when `METRICS_PORT` is unset: 0, any free port, so the
+ * services of one machine never collide; each registers its URL in its member entry, where
+ * `tributary ps` shows it. Set a fixed port per process for a static Prometheus configuration.
+ */
+export const DEFAULT_METRICS_PORT = 0;
 
 /** Settings every Tributary service reads from its environment. */
 export interface CommonConfig {
@@ -17,6 +26,14 @@ export interface CommonConfig {
   id?: string;
   /** Log level (`LOG_LEVEL`). */
   logLevel: 'error' | 'warn' | 'log' | 'debug' | 'verbose';
+  /** Log line format (`LOG_FORMAT`): `text`, or `json` for one JSON object per line. */
+  logFormat: LogFormat;
+  /** Interface of the metrics and health server (`METRICS_HOST`). */
+  metricsHost: string;
+  /** Port of the metrics and health server (`METRICS_PORT`); 0 picks a free one. */
+  metricsPort: number;
+  /** Host name Prometheus reaches this one by (`METRICS_ADVERTISE_HOST`); default the bound host. */
+  metricsAdvertiseHost?: string;
 }
 
 /** Environment fields shared by all services. */
@@ -25,6 +42,10 @@ export const COMMON_CONFIG: EnvSpec<CommonConfig> = {
   redisUrl: ['REDIS_URL', env.url({ default: DEFAULT_REDIS_URL, protocols: ['redis', 'rediss'] })],
   id: ['TRIBUTARY_ID', env.optionalString()],
   logLevel: ['LOG_LEVEL', env.oneOf(['error', 'warn', 'log', 'debug', 'verbose'] as const, { default: 'log' })],
+  logFormat: ['LOG_FORMAT', env.oneOf(LOG_FORMATS, { default: 'text' })],
+  metricsHost: ['METRICS_HOST', env.string({ default: DEFAULT_METRICS_HOST })],
+  metricsPort: ['METRICS_PORT', env.int({ default: DEFAULT_METRICS_PORT, min: 0, max: 65_535 })],
+  metricsAdvertiseHost: ['METRICS_ADVERTISE_HOST', env.optionalString()],
 };
 
 /** Reads the common settings plus a service's own, all validated together. */
@@ -37,7 +58,9 @@ export function readServiceConfig<T>(
 
 /** A process id that is unique across hosts and restarts. */
 export function makeServiceId(role: string): string {
-  const host = hostname().split('.')[0].replace(/[^A-Za-z0-9_-]/g, '-');
+  const host = hostname()
+    .split('.')[0]
+    .replace(/[^A-Za-z0-9_-]/g, '-');
   return `${role}-${host}-${process.pid}-${randomBytes(2).toString('hex')}`;
 }
 

@@ -136,6 +136,8 @@ export interface MemberStatus {
   shard?: number;
   versions?: Record<string, number>;
   leader?: boolean;
+  /** Where the process serves Prometheus metrics (`http://host:port/metrics`; health beside it). */
+  metricsUrl?: string;
 }
 
 /** A pserver shard retained its parameters at `version` for evaluation. */

@@ -9,6 +9,8 @@ import {
   type CommonConfig,
   type EnvSpec,
 } from '#libs/config';
+import { JsonLogger } from '#libs/logging';
+import { ServiceMetrics, startMetricsServer } from '#libs/service-metrics';
 import { ConnectionsModule } from './connections.module.js';
 
 /** How long a service may take to shut down before it is forced to exit. */
@@ -27,8 +29,10 @@ export interface ServiceDefinition<T> {
 
 /**
  * Starts a service: validates its environment (a bad value is one clear error and exit code 2),
- * connects to NATS and Redis, builds the Nest application context, logs one readiness line,
- * and on SIGTERM or SIGINT shuts down cleanly and exits 0.
+ * sets up its logging (`LOG_FORMAT`), serves its metrics and health over HTTP (`METRICS_PORT`;
+ * `/readyz` fails until the service is up), connects to NATS and Redis, builds the Nest
+ * application context, logs one readiness line, and on SIGTERM or SIGINT shuts down cleanly and
+ * exits 0.
  */
 export async function bootstrapService<T>(def: ServiceDefinition<T>): Promise<INestApplicationContext> {
   let config: CommonConfig & T & { id: string };
@@ -42,18 +46,36 @@ export async function bootstrapService<T>(def: ServiceDefinition<T>): Promise<IN
     }
     throw err;
   }
+  const levels = logLevelsFrom(config.logLevel);
+  const appLogger = config.logFormat === 'json' ? new JsonLogger({ service: def.role, id: config.id }, levels) : levels;
+  Logger.overrideLogger(appLogger);
   const logger = new Logger(def.role);
+  const metrics = new ServiceMetrics();
+  let phase: 'starting' | 'serving' | 'stopping' = 'starting';
+  metrics.readiness.set(def.role, () => (phase === 'serving' ? undefined : phase));
+  const metricsServer = await startMetricsServer(metrics, {
+    host: config.metricsHost,
+    port: config.metricsPort,
+    advertiseHost: config.metricsAdvertiseHost,
+  }).catch((err: Error) => {
+    throw new Error(
+      `metrics server on ${config.metricsHost}:${config.metricsPort} (METRICS_HOST, METRICS_PORT): ${err.message}`,
+      { cause: err },
+    );
+  });
+  logger.log(`metrics and health on ${metricsServer.url.replace(/\/metrics$/, '')} (/metrics, /healthz, /readyz)`);
   const app = await NestFactory.createApplicationContext(
     {
       module: class ServiceRootModule {},
-      imports: [ConnectionsModule.forRoot(config, def.role), def.module(config)],
+      imports: [ConnectionsModule.forRoot(config, def.role, metrics), def.module(config)],
     },
-    { logger: logLevelsFrom(config.logLevel), abortOnError: false },
+    { logger: appLogger, abortOnError: false },
   );
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    phase = 'stopping';
     logger.log(`${signal} received; shutting down`);
     const force = setTimeout(() => {
       logger.error(`shutdown took over ${SERVICE_SHUTDOWN_TIMEOUT_MS} ms; exiting`);
@@ -74,6 +96,7 @@ export async function bootstrapService<T>(def: ServiceDefinition<T>): Promise<IN
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   await app.init();
+  phase = 'serving';
   logger.log(def.readyLine(app, config));
   return app;
 }

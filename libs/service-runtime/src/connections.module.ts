@@ -1,4 +1,12 @@
-import { Global, Inject, Injectable, Logger, Module, type DynamicModule, type OnApplicationShutdown } from '@nestjs/common';
+import {
+  Global,
+  Inject,
+  Injectable,
+  Logger,
+  Module,
+  type DynamicModule,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
 import type { CommonConfig } from '#libs/config';
 import {
   connectNats,
@@ -9,7 +17,9 @@ import {
   type NatsConnection,
   type RedisConnection,
 } from '#libs/messaging';
-import { BUCKETS, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_CONFIG } from './tokens.js';
+import { ServiceMetrics } from '#libs/service-metrics';
+import { natsReadiness, redisReadiness } from './connection-readiness.js';
+import { BUCKETS, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from './tokens.js';
 
 @Injectable()
 class ConnectionCloser implements OnApplicationShutdown {
@@ -27,21 +37,31 @@ class ConnectionCloser implements OnApplicationShutdown {
 /**
  * Connects to NATS (creating Tributary's streams and buckets) and Redis for one service, and
  * closes both when the application shuts down (after every other provider's shutdown hooks).
+ * It provides the process's `ServiceMetrics` (a fresh one unless given) and adds to its
+ * readiness one check per connection, failing while that connection is down.
  */
 @Global()
 @Module({})
 export class ConnectionsModule {
-  static forRoot(config: CommonConfig & { id: string }, role: string): DynamicModule {
+  static forRoot(
+    config: CommonConfig & { id: string },
+    role: string,
+    metrics: ServiceMetrics = new ServiceMetrics({ processMetrics: false }),
+  ): DynamicModule {
     const logger = new Logger('Connections');
+    const { readiness } = metrics;
     return {
       module: ConnectionsModule,
       providers: [
         { provide: SERVICE_CONFIG, useValue: config },
+        { provide: SERVICE_METRICS, useValue: metrics },
         {
           provide: NATS_CONNECTION,
           useFactory: async () => {
+            readiness.set('nats', () => `connecting to ${config.natsUrl}`);
             const nc = await connectNats(config.natsUrl, `${role} ${config.id}`, logger);
             await ensureStreams(nc);
+            readiness.set('nats', natsReadiness(nc));
             return nc;
           },
         },
@@ -52,11 +72,16 @@ export class ConnectionsModule {
         },
         {
           provide: REDIS_CONNECTION,
-          useFactory: () => connectRedis(config.redisUrl, config.id.replace(/[^A-Za-z0-9_-]/g, '-'), logger),
+          useFactory: async () => {
+            readiness.set('redis', () => `connecting to ${config.redisUrl}`);
+            const redis = await connectRedis(config.redisUrl, config.id.replace(/[^A-Za-z0-9_-]/g, '-'), logger);
+            readiness.set('redis', redisReadiness(redis));
+            return redis;
+          },
         },
         ConnectionCloser,
       ],
-      exports: [SERVICE_CONFIG, NATS_CONNECTION, REDIS_CONNECTION, BUCKETS],
+      exports: [SERVICE_CONFIG, SERVICE_METRICS, NATS_CONNECTION, REDIS_CONNECTION, BUCKETS],
     };
   }
 }

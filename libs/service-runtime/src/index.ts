@@ -1,4 +1,4 @@
-export { BUCKETS, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_CONFIG } from './tokens.js';
+export { BUCKETS, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from './tokens.js';
 export { ConnectionsModule } from './connections.module.js';
 export { SERVICE_SHUTDOWN_TIMEOUT_MS, bootstrapService, runService } from './bootstrap.js';
 export type { ServiceDefinition } from './bootstrap.js';

@@ -6,3 +6,5 @@ export const REDIS_CONNECTION = Symbol('REDIS_CONNECTION');
 export const SERVICE_CONFIG = Symbol('SERVICE_CONFIG');
 /** Injection token of the service's KV buckets. */
 export const BUCKETS = Symbol('BUCKETS');
+/** Injection token of the process's `ServiceMetrics`: its Prometheus registry and readiness checks. */
+export const SERVICE_METRICS = Symbol('SERVICE_METRICS');

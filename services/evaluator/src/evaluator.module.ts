@@ -11,8 +11,10 @@ import { getPriority, setPriority } from 'node:os';
 import type { CommonConfig } from '#libs/config';
 import { selectBackend } from '#libs/learner';
 import type { Buckets, NatsConnection } from '#libs/messaging';
-import { BUCKETS, NATS_CONNECTION } from '#libs/service-runtime';
+import type { ServiceMetrics } from '#libs/service-metrics';
+import { BUCKETS, NATS_CONNECTION, SERVICE_METRICS } from '#libs/service-runtime';
 import type { EvaluatorConfig } from './evaluator-config.js';
+import { EvaluatorMetrics } from './evaluator-metrics.js';
 import { Evaluator } from './evaluator.js';
 import { PserverSnapshotParams } from './pserver-snapshot-params.js';
 import type { SnapshotParamsSource } from './snapshot-params.js';
@@ -36,6 +38,7 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(BUCKETS) private readonly buckets: Buckets,
     @Inject(EVALUATOR_SETTINGS) private readonly settings: EvaluatorSettings,
     @Inject(SNAPSHOT_PARAMS) private readonly params: SnapshotParamsSource,
+    @Inject(SERVICE_METRICS) private readonly metrics: ServiceMetrics,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -50,6 +53,8 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
       id: this.settings.id,
       backend: backend.kind,
       statusTimeoutMs: this.settings.statusTimeoutMs,
+      metrics: new EvaluatorMetrics(this.metrics),
+      metricsUrl: this.metrics.url || undefined,
     });
     await this.evaluator.start();
   }

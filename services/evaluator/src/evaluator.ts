@@ -14,6 +14,7 @@ import { MemberBeacon } from '#libs/service-runtime';
 import { EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
 import type { LineLogger } from '#libs/logging';
 import { EvaluationSetCache } from './evaluation-set.js';
+import type { EvaluatorMetrics } from './evaluator-metrics.js';
 import { JobEvaluation, type JobActivity } from './job-evaluation.js';
 import { JobHistory } from './job-history.js';
 import { readExportedSummary } from './model-export.js';
@@ -28,6 +29,10 @@ export interface EvaluatorOptions {
   statusTimeoutMs?: number;
   /** Directory that relative evaluation patterns are resolved against. */
   cwd?: string;
+  /** Where evaluations are recorded for Prometheus. */
+  metrics?: EvaluatorMetrics;
+  /** Where this process serves its metrics, for the member entry. */
+  metricsUrl?: string;
 }
 
 const ACTIVE_STATES = new Set(['running', 'waiting']);
@@ -63,6 +68,7 @@ export class Evaluator {
       pid: process.pid,
       host: hostname().split('.')[0] ?? hostname(),
       ...(options.backend === undefined ? {} : { backend: options.backend }),
+      ...(options.metricsUrl ? { metricsUrl: options.metricsUrl } : {}),
     });
   }
 
@@ -185,6 +191,7 @@ export class Evaluator {
         logger: this.logger,
         statusTimeoutMs: this.options.statusTimeoutMs ?? STATUS_TIMEOUT_MS,
         onActivity: (jobId, activity) => this.onActivity(jobId, activity),
+        metrics: this.options.metrics,
       },
       record,
       spec,

@@ -6,6 +6,7 @@
  * summary are exported (`model-export.ts`, `job-summary.ts`). All along, the job's events go to
  * the history files of its output directory (`job-history.ts`).
  */
+import { performance } from 'node:perf_hooks';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
 import type { PlainTensor } from '#libs/learner';
@@ -19,6 +20,7 @@ import {
   SNAPSHOT_RETRY_DELAY_MS,
 } from './defaults.js';
 import { SnapshotParamsError, errorMessage } from './errors.js';
+import type { EvaluatorMetrics } from './evaluator-metrics.js';
 import type { LineLogger } from '#libs/logging';
 import { sleep } from '#libs/retry';
 import type { EvaluationSetCache } from './evaluation-set.js';
@@ -47,6 +49,8 @@ export interface JobEvaluationDeps {
   statusTimeoutMs: number;
   /** Told when the job's work starts and ends. */
   onActivity?: (jobId: string, activity: JobActivity) => void;
+  /** Where each evaluation is recorded for Prometheus. */
+  metrics?: EvaluatorMetrics;
 }
 
 /**
@@ -190,12 +194,16 @@ export class JobEvaluation {
       .then((status) => (typeof status.samples === 'number' ? status.samples : undefined))
       .catch(() => undefined);
     try {
+      const startedAt = performance.now();
       const { metrics, examples, value } = await this.scorer.score(params);
       const samples = await trained;
+      const seconds = (performance.now() - startedAt) / 1_000;
       const epoch = this.record.epoch;
       const decision = this.bestSoFar.observe({ version, value, params });
       this.feed.scored(version);
       const best = this.bestSoFar.bestValue;
+      const metric = this.spec.evaluation.metric;
+      this.deps.metrics?.evaluated(this.jobId, { metric, value, loss: metrics.loss, best, version, seconds });
       publishEvent(this.deps.nc, {
         type: 'metrics',
         jobId: this.jobId,

@@ -51,6 +51,8 @@ export class JobDriver {
   lastMetrics: EvaluationMetrics | undefined;
   /** The best value of the job's metric the evaluator last published. */
   best: number | undefined;
+  /** Told of each task counted done, with its duration in milliseconds (the metrics). */
+  onTaskDone?: (durationMs: number) => void;
 
   constructor(
     readonly spec: JobSpec,
@@ -138,6 +140,7 @@ export class JobDriver {
         this.logger.debug(`ignored ${report.outcome} report of task ${report.taskId} (dispatch ${report.dispatchId})`);
       }
       const reply = await this.apply(t);
+      if (t.change?.counted) this.onTaskDone?.(t.change.counted.durationMs);
       await this.fill();
       return reply;
     });

@@ -19,6 +19,8 @@ export class JobRoster implements LeaderDuty {
   private readonly logger = new Logger('JobRoster');
   private drivers = new Map<string, JobDriver>();
   private fence = NO_LEASE_TOKEN;
+  /** Told of each task counted done in any job, with its duration in milliseconds. */
+  onTaskDone?: (jobId: string, durationMs: number) => void;
 
   constructor(
     @Inject(JobChannels) private readonly channels: JobChannels,
@@ -103,6 +105,7 @@ export class JobRoster implements LeaderDuty {
     const options = queueOptions(job.spec, this.settings.durationWindow, this.settings.maxJobFaults);
     const queue = TaskQueue.restore(job.queue, options);
     const driver = new JobDriver(job.spec, job.plan, queue, this.channels, options, this.fence);
+    driver.onTaskDone = (durationMs) => this.onTaskDone?.(driver.jobId, durationMs);
     this.drivers.set(driver.jobId, driver);
     return driver;
   }

@@ -2,7 +2,8 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import type { KV } from '@nats-io/kv';
 import { hostname } from 'node:os';
 import { KV_BUCKETS, listBucketKeys, type Buckets, type MemberStatus, type NatsConnection } from '#libs/messaging';
-import { BUCKETS, MemberBeacon, NATS_CONNECTION } from '#libs/service-runtime';
+import type { ServiceMetrics } from '#libs/service-metrics';
+import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_METRICS } from '#libs/service-runtime';
 import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
 
@@ -22,6 +23,7 @@ export class MasterPresence implements LeaderDuty, OnApplicationBootstrap, OnMod
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(BUCKETS) buckets: Buckets,
     @Inject(MASTER_SETTINGS) settings: { id: string },
+    @Inject(SERVICE_METRICS) metrics: ServiceMetrics,
   ) {
     this.members = buckets.members;
     this.beacon = new MemberBeacon(buckets.members, {
@@ -31,6 +33,7 @@ export class MasterPresence implements LeaderDuty, OnApplicationBootstrap, OnMod
       host: hostname(),
       state: 'standby',
       leader: false,
+      ...(metrics.url ? { metricsUrl: metrics.url } : {}),
     });
   }
 

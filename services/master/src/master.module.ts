@@ -13,6 +13,7 @@ import type { LeaderDuty } from './leader-duty.js';
 import { LeaderLease, leaseKeys } from './leader-lease.js';
 import { Leadership } from './leadership.js';
 import type { MasterConfig } from './master-config.js';
+import { MasterMetrics } from './master-metrics.js';
 import { MasterOffice } from './master-office.js';
 import { MasterPresence } from './master-presence.js';
 import { JETSTREAM_MANAGER, LEADER_DUTIES, MASTER_SETTINGS } from './master-tokens.js';
@@ -23,8 +24,8 @@ import { TrainerCensus } from './trainer-census.js';
 
 /**
  * The leader's duties, in the order they start on taking office: jobs reloaded from Redis,
- * status, claims and reports, dispatch, stop messages, new specs, the retention sweep, and last
- * the `leader` presence.
+ * status, claims and reports, dispatch, stop messages, new specs, the retention sweep, the
+ * leader's metrics, and last the `leader` presence.
  */
 const DUTIES = [
   JobRoster,
@@ -34,6 +35,7 @@ const DUTIES = [
   StopControl,
   JobIntake,
   JobRetention,
+  MasterMetrics,
   MasterPresence,
 ];
 

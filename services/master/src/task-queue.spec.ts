@@ -154,10 +154,15 @@ describe('task queue', () => {
     expect(queue.epoch).toBe(0);
   });
 
-  test('task queue - a task is counted once per epoch, a repeated report is not counted', () => {
-    const { queue } = setup(2);
+  test('task queue - a task is counted once per epoch, with its duration from the claim; a repeated report is not counted', () => {
+    const { queue, clock } = setup(2);
     const [a, b] = claimAll(queue);
-    expect(queue.report({ ...a!, trainerId: 't1', outcome: 'done' }).change?.counted).toEqual({ epoch: 0, taskId: 0 });
+    clock.advance(1_500);
+    expect(queue.report({ ...a!, trainerId: 't1', outcome: 'done' }).change?.counted).toEqual({
+      epoch: 0,
+      taskId: 0,
+      durationMs: 1_500,
+    });
     expect(queue.report({ ...a!, trainerId: 't1', outcome: 'done' }).result.counted).toBe(false);
     queue.report({ ...b!, trainerId: 't1', outcome: 'done' });
     const [a1] = claimAll(queue);

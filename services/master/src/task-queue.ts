@@ -91,7 +91,8 @@ export type QueueFields = Pick<
 export interface QueueChange {
   job: Partial<QueueFields>;
   tasks: TaskState[];
-  counted?: { epoch: number; taskId: number };
+  /** A task counted done, with how long it took from its claim (or dispatch) to the report. */
+  counted?: { epoch: number; taskId: number; durationMs: number };
   closedEpoch?: EpochSummary;
 }
 
@@ -400,7 +401,7 @@ export class TaskQueue {
       change.tasks.push(next);
       change.job.durationsMs = this.s.durationsMs;
       change.job.samples = this.s.samples;
-      change.counted = { epoch: this.s.epoch, taskId: t.taskId };
+      change.counted = { epoch: this.s.epoch, taskId: t.taskId, durationMs: Math.max(0, now - started) };
     } else if (report.outcome === 'failed') {
       change.tasks.push(this.fail(t, report.error ?? 'failed', events));
     } else {

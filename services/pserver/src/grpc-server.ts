@@ -36,6 +36,7 @@ import {
   type Tensor,
   type TensorArray,
 } from '#libs/pserver-protocol';
+import { HealthService, HealthStatus } from '#libs/grpc-health';
 import type { LineLogger } from '#libs/logging';
 import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
 import type { JobShard } from './job-shard.js';
@@ -70,16 +71,23 @@ export interface PserverGrpcServerOptions {
   maxChunkBytes?: number;
 }
 
+/** The names the pserver's gRPC health service answers for: the whole server and its service. */
+export const PSERVER_HEALTH_SERVICES = ['', 'tributary.pserver.v1.ParameterServer'] as const;
+
 /**
  * The `ParameterServer` gRPC service over a `ParameterShard`. Refusals become gRPC errors with
  * the status code of their reason, the reason in `tributary-error-reason` and, for a version
  * refusal, the shard's version in `tributary-shard-version`; nothing else escapes a handler.
+ * Beside it, the standard health service (`grpc.health.v1.Health`) says SERVING from `start`
+ * until `stop`, NOT_SERVING otherwise.
  */
 export class PserverGrpcServer {
   private readonly server = new Server(SERVER_CHANNEL_OPTIONS);
   private readonly logger?: LineLogger;
   private readonly maxChunkBytes: number;
   private bound?: { host: string; port: number };
+  /** The serving status the gRPC health service answers. */
+  readonly health = new HealthStatus();
 
   constructor(
     private readonly shard: ParameterShard,
@@ -88,6 +96,8 @@ export class PserverGrpcServer {
     this.logger = options.logger;
     this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.server.addService(ParameterServerService, this.handlers());
+    this.server.addService(HealthService, this.health.handlers());
+    this.setHealth('NOT_SERVING');
   }
 
   /** Binds and starts serving; resolves with the address actually bound. */
@@ -99,6 +109,7 @@ export class PserverGrpcServer {
     );
     widenReceiveWindows(this.server, FLOW_CONTROL_WINDOW_BYTES);
     this.bound = { host, port };
+    this.setHealth('SERVING');
     return { host, port, address: `${host.includes(':') ? `[${host}]` : host}:${port}` };
   }
 
@@ -109,6 +120,8 @@ export class PserverGrpcServer {
 
   /** Stops accepting calls, lets calls in flight finish for up to `graceMs`, then cuts them. */
   async stop(graceMs = GRPC_SHUTDOWN_GRACE_MS): Promise<void> {
+    this.setHealth('NOT_SERVING');
+    this.health.endWatches();
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
         this.server.forceShutdown();
@@ -119,6 +132,15 @@ export class PserverGrpcServer {
         resolve();
       });
     });
+  }
+
+  /** True between `start` and `stop`. */
+  get serving(): boolean {
+    return this.health.get('') === 'SERVING';
+  }
+
+  private setHealth(status: 'SERVING' | 'NOT_SERVING'): void {
+    for (const service of PSERVER_HEALTH_SERVICES) this.health.set(service, status);
   }
 
   private handlers(): ParameterServerServer {

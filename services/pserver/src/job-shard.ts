@@ -26,6 +26,10 @@ export interface JobShardHooks {
   onLapse?(job: JobShard, trainerId: string): void;
   /** The quorum's members changed (join, leave, lapse, readmission). */
   onMembership?(job: JobShard): void;
+  /** A step was taken: how long its barrier stood open and its update took, in milliseconds. */
+  onStepTimed?(job: JobShard, barrierMs: number, updateMs: number): void;
+  /** A push was taken (not refused, not a duplicate). */
+  onPush?(job: JobShard): void;
 }
 
 /** Settings of a `JobShard`. */
@@ -81,7 +85,9 @@ export class JobShard {
   private readonly election: InitElection;
   private readonly barrier: SyncBarrier;
   /** Where the step time goes (`stepTiming`). */
-  private readonly timing = new StepTiming();
+  private readonly timing = new StepTiming(undefined, (barrierMs, updateMs) =>
+    this.hooks.onStepTimed?.(this, barrierMs, updateMs),
+  );
   private readonly membership: ShardMembership;
   private readonly validation: PushValidation;
   private readonly waiters: VersionWaiters;
@@ -278,11 +284,13 @@ export class JobShard {
     this.touch(trainerId);
     if (!stepsByRound(this.settings)) {
       const staleness = this.version - version;
+      this.hooks.onPush?.(this);
       this.step(gradients, this.settings.stalenessAware ? 1 / Math.max(1, staleness) : 1);
       return { version: this.version, accepted: true };
     }
     const ahead = version - this.version;
     if (this.barrier.hasContributed(trainerId, ahead)) return { version: this.version, accepted: false };
+    this.hooks.onPush?.(this);
     this.timing.opened();
     // Elastic differences are summed, each trainer's alike (see `stepRound`).
     this.barrier.add(trainerId, this.settings.elastic ? 1 : samples, gradients, ahead);

@@ -12,6 +12,7 @@ import type { LineLogger } from '#libs/logging';
 import { parseJobSettings } from './job-settings.js';
 import { syncProgressRecord } from './progress-record.js';
 import { ShardRecovery, describeResume } from './shard-recovery.js';
+import type { ShardActivity } from './pserver-metrics.js';
 
 /**
  * How long a member may stay silent before it is dropped from the quorum: the longest a
@@ -38,6 +39,8 @@ export interface ParameterShardOptions {
   now?: () => number;
   /** Where every job's optimizer steps and gradient sums run. Default: what `TRIBUTARY_KERNELS` picks. */
   kernels?: KernelBackend;
+  /** Told of every push taken and step timed (the Prometheus metrics). */
+  metrics?: ShardActivity;
 }
 
 /** A BeginInit request as the shard sees it. */
@@ -249,6 +252,11 @@ export class ParameterShard {
     return Object.fromEntries([...this.jobs.values()].map((j) => [j.jobId, j.version]));
   }
 
+  /** How many trainers each job's quorum counts. */
+  memberCounts(): Record<string, number> {
+    return Object.fromEntries([...this.jobs.values()].map((j) => [j.jobId, j.members().length]));
+  }
+
   /**
    * Mean milliseconds per step of the barrier and the update since the last call, over every
    * job that stepped (weighted by steps); undefined when none did.
@@ -353,6 +361,9 @@ export class ParameterShard {
       hooks: {
         onVersion: (job: JobShard, version: number) => this.onVersion(job, version),
         onMembership: (job: JobShard) => this.recordProgress(job),
+        onPush: (job: JobShard) => this.options.metrics?.pushed(job.jobId),
+        onStepTimed: (job: JobShard, barrierMs: number, updateMs: number) =>
+          this.options.metrics?.stepped(job.jobId, barrierMs, updateMs),
         onSnapshot: (job: JobShard, version: number) => this.options.onSnapshot?.(job.jobId, this.shard, version),
         onLapse: (job: JobShard, trainerId: string) =>
           this.logger.warn(

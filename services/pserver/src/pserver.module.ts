@@ -19,10 +19,12 @@ import {
 } from '#libs/messaging';
 import { selectKernelBackend } from '#libs/optimizer';
 import { KERNELS_ENV_VAR } from '#libs/wasm-simd';
-import { BUCKETS, MemberBeacon, NATS_CONNECTION, REDIS_CONNECTION } from '#libs/service-runtime';
+import type { ServiceMetrics } from '#libs/service-metrics';
+import { BUCKETS, MemberBeacon, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_METRICS } from '#libs/service-runtime';
 import { PserverGrpcServer } from './grpc-server.js';
 import { JobLifecycle } from './job-lifecycle.js';
 import { ParameterShard } from './parameter-shard.js';
+import { PserverMetrics } from './pserver-metrics.js';
 import { defaultDataDir, shardLeaseKey, type PserverSettings } from './pserver-config.js';
 import { ShardLease, LeaseWaitAbortedError } from './shard-lease.js';
 import { ShardRegistration } from './shard-registration.js';
@@ -60,6 +62,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
     @Inject(REDIS_CONNECTION) private readonly redis: RedisConnection,
     @Inject(BUCKETS) private readonly buckets: Buckets,
     @Inject(PSERVER_SETTINGS) private readonly settings: PserverSettings,
+    @Inject(SERVICE_METRICS) private readonly metrics: ServiceMetrics,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -78,8 +81,14 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       shard: index,
       state: 'standby',
       kernels: kernels.name,
+      ...(this.metrics.url ? { metricsUrl: this.metrics.url } : {}),
     });
     this.beacon.start();
+    this.metrics.readiness.set('grpc', () => {
+      if (this.server?.serving) return undefined;
+      return this.server ? 'the gRPC server has stopped' : `standing by for shard ${index} or starting`;
+    });
+    const shardMetrics = new PserverMetrics(this.metrics, index);
     this.lease = new ShardLease(this.redis, {
       key: shardLeaseKey(this.settings.keyPrefix, index),
       shard: index,
@@ -111,8 +120,10 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       memberTtlMs: this.settings.memberTtlMs,
       logger: this.logger,
       kernels,
+      metrics: shardMetrics,
       onSnapshot: (jobId, shard, version) => this.announceSnapshot(jobId, shard, version),
     });
+    shardMetrics.follow(this.shard);
     this.lifecycle = new JobLifecycle(this.nc, this.buckets.jobs, this.shard, { logger: this.logger });
     const live = await this.lifecycle.start();
     const resumed = await this.shard.preload(live);

@@ -12,7 +12,11 @@ export class StepTiming {
   private steps = 0;
   private openedAt: number | undefined;
 
-  constructor(private readonly now: () => number = () => performance.now()) {}
+  /** `onStep`, when given, receives each step's barrier and update milliseconds as it ends. */
+  constructor(
+    private readonly now: () => number = () => performance.now(),
+    private readonly onStep?: (barrierMs: number, updateMs: number) => void,
+  ) {}
 
   /** The first push of the open version arrived. */
   opened(): void {
@@ -22,13 +26,16 @@ export class StepTiming {
   /** Runs one update and counts a step; the barrier closes when it starts. */
   update<T>(fn: () => T): T {
     const start = this.now();
-    if (this.openedAt !== undefined) this.barrierMs += start - this.openedAt;
+    const barrierMs = this.openedAt === undefined ? 0 : start - this.openedAt;
+    this.barrierMs += barrierMs;
     this.openedAt = undefined;
     try {
       return fn();
     } finally {
-      this.updateMs += this.now() - start;
+      const updateMs = this.now() - start;
+      this.updateMs += updateMs;
       this.steps += 1;
+      this.onStep?.(barrierMs, updateMs);
     }
   }
 

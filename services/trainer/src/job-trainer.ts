@@ -20,6 +20,7 @@ import { MinibatchReader, type ChunkSource } from './minibatch-reader.js';
 import { QuorumMembership } from './quorum-membership.js';
 import { TaskLease } from './task-lease.js';
 import { StepPhases } from './step-phases.js';
+import type { TrainerMetrics } from './trainer-metrics.js';
 import { ThroughputMeter } from './throughput.js';
 import { TrainingLoop, type TaskOutcome, type TaskSignals } from './training-loop.js';
 
@@ -48,6 +49,8 @@ export interface JobTrainerDeps {
   logger: LineLogger;
   /** Receives member status changes (a `MemberBeacon.update`). */
   status?: (patch: Partial<MemberStatus>) => void;
+  /** Where steps, samples and step phases are counted for Prometheus. */
+  metrics?: TrainerMetrics;
   /** Reads chunks (`readChunkAt` by default). */
   readChunk?: ChunkSource;
   idleTaskWaitMs?: number;
@@ -304,7 +307,7 @@ export class JobTrainer {
 class ProgressReporter {
   private readonly meter = new ThroughputMeter(THROUGHPUT_WINDOW_MS);
   /** Where the time of the steps goes, published with each status update. */
-  readonly phases = new StepPhases();
+  readonly phases: StepPhases;
   private task: ClaimedTask | undefined;
   private lastLogAt = Date.now();
   private lastStatusAt = 0;
@@ -312,7 +315,10 @@ class ProgressReporter {
   constructor(
     private readonly jobId: string,
     private readonly deps: JobTrainerDeps,
-  ) {}
+  ) {
+    const metrics = deps.metrics;
+    this.phases = new StepPhases(undefined, metrics && ((phases) => metrics.stepPhases(jobId, phases)));
+  }
 
   startTask(task: ClaimedTask): void {
     this.task = task;
@@ -330,6 +336,7 @@ class ProgressReporter {
 
   minibatch(samples: number, versions: readonly number[]): void {
     this.meter.add(samples);
+    this.deps.metrics?.step(this.jobId, samples);
     const now = Date.now();
     if (this.statusDue(now)) this.deps.status?.({ samplesPerSecond: this.rate(), stepPhases: this.phases.take() });
     if (now - this.lastLogAt >= (this.deps.progressLogIntervalMs ?? PROGRESS_LOG_INTERVAL_MS)) {

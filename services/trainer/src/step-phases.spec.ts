@@ -61,4 +61,25 @@ describe('step phases', () => {
     p.endStep();
     expect(p.take()?.push).toBe(7);
   });
+
+  it('step phases - onStep receives each step on its own, its idle time included', () => {
+    const steps: Record<string, number>[] = [];
+    const p = new StepPhases(
+      () => now,
+      (step) => steps.push(step),
+    );
+    p.timeSync('train', () => {
+      now += 4;
+    });
+    now += 1;
+    p.endStep();
+    p.timeSync('push', () => {
+      now += 2;
+    });
+    p.endStep();
+    expect(steps).toEqual([
+      { wait: 0, decode: 0, load: 0, train: 4, getUpdate: 0, push: 0, idle: 1 },
+      { wait: 0, decode: 0, load: 0, train: 0, getUpdate: 0, push: 2, idle: 0 },
+    ]);
+  });
 });

@@ -22,11 +22,19 @@ export type StepPhase = (typeof STEP_PHASES)[number];
  */
 export class StepPhases {
   private readonly totals = new Map<StepPhase, number>();
+  private readonly current = new Map<StepPhase, number>();
   private steps = 0;
   private wallMs = 0;
   private stepStart: number | undefined;
 
-  constructor(private readonly now: () => number = () => performance.now()) {}
+  /**
+   * `onStep`, when given, receives each step's phases in milliseconds as it ends (for the
+   * step-phase histograms), besides the windowed means of `take`.
+   */
+  constructor(
+    private readonly now: () => number = () => performance.now(),
+    private readonly onStep?: (phases: Record<StepPhase, number>) => void,
+  ) {}
 
   /** Runs `fn` and adds its duration to `phase`. */
   async time<T>(phase: Exclude<StepPhase, 'idle'>, fn: () => Promise<T> | T): Promise<T> {
@@ -52,14 +60,28 @@ export class StepPhases {
   add(phase: Exclude<StepPhase, 'idle'>, ms: number): void {
     this.stepStart ??= this.now() - ms;
     this.totals.set(phase, (this.totals.get(phase) ?? 0) + ms);
+    if (this.onStep) this.current.set(phase, (this.current.get(phase) ?? 0) + ms);
   }
 
   /** Ends a step: its wall time runs from the end of the previous one (or its first phase). */
   endStep(): void {
     const now = this.now();
-    this.wallMs += now - (this.stepStart ?? now);
+    const wallMs = now - (this.stepStart ?? now);
+    this.wallMs += wallMs;
     this.stepStart = now;
     this.steps += 1;
+    if (this.onStep) {
+      const step = {} as Record<StepPhase, number>;
+      let timed = 0;
+      for (const phase of STEP_PHASES) {
+        if (phase === 'idle') continue;
+        step[phase] = this.current.get(phase) ?? 0;
+        timed += step[phase];
+      }
+      step.idle = Math.max(0, wallMs - timed);
+      this.current.clear();
+      this.onStep(step);
+    }
   }
 
   /** Forgets when the last step ended, so a pause between tasks does not count as idle. */

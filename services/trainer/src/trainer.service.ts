@@ -11,12 +11,15 @@ import type { CommonConfig } from '#libs/config';
 import { TfjsLearner, selectBackend, type BackendInfo } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import type { Buckets, NatsConnection } from '#libs/messaging';
-import { KvShardDirectory, ShardedPserverClient } from '#libs/pserver-client';
-import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG } from '#libs/service-runtime';
+import { KvShardDirectory } from '#libs/pserver-client';
+import type { ServiceMetrics } from '#libs/service-metrics';
+import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from '#libs/service-runtime';
 import { JobRecordsView } from './job-records-view.js';
 import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import { learnerOptions } from './learner-options.js';
+import { MeteredPserverClient } from './metered-pserver-client.js';
 import type { TrainerConfig } from './trainer-config.js';
+import { TrainerMetrics } from './trainer-metrics.js';
 import { TrainerWorker } from './trainer-worker.js';
 
 /**
@@ -51,6 +54,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(BUCKETS) private readonly buckets: Buckets,
     @Inject(SERVICE_CONFIG) private readonly config: CommonConfig & TrainerConfig & { id: string },
+    @Inject(SERVICE_METRICS) private readonly serviceMetrics: ServiceMetrics,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -67,10 +71,12 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       host: hostname(),
       backend: backend.kind,
       ...(backend.kernels ? { kernels: backend.kernels.path } : {}),
+      ...(this.serviceMetrics.url ? { metricsUrl: this.serviceMetrics.url } : {}),
     });
     this.beacon.start();
     const beacon = this.beacon;
 
+    const metrics = new TrainerMetrics(this.serviceMetrics);
     const master = new MasterClient(this.nc, id, { logger: this.logger });
     this.jobRecords = new JobRecordsView(await master.watchJobs());
     const jobTrainer = new JobTrainer({
@@ -78,13 +84,17 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       createLearner: (spec) => new TfjsLearner(learnerOptions(spec)),
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
-        const client = new ShardedPserverClient({
-          jobId: spec.id,
-          trainerId: id,
-          params,
-          directory,
-          client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params } },
-        });
+        const client = new MeteredPserverClient(
+          {
+            jobId: spec.id,
+            trainerId: id,
+            params,
+            directory,
+            client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params } },
+          },
+          metrics,
+          spec.transfer,
+        );
         return {
           client,
           close: () => {
@@ -95,6 +105,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       },
       logger: this.logger,
       status: (patch) => beacon.update(patch),
+      metrics,
       idleTaskWaitMs: this.config.idleTaskWaitMs,
       progressLogIntervalMs: this.config.progressLogIntervalMs,
       pserverOutageBudgetMs: this.config.pserverOutageBudgetMs,

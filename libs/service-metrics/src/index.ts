@@ -1,0 +1,11 @@
+/**
+ * `#libs/service-metrics`: each process's Prometheus registry, its readiness checks, and the
+ * HTTP server of `/metrics`, `/healthz` and `/readyz`.
+ */
+export { LONG_DURATION_BUCKETS_SECONDS, METRIC_PREFIX, SHORT_DURATION_BUCKETS_SECONDS } from './metric-names.js';
+export { Readiness } from './readiness.js';
+export { ServiceMetrics } from './service-metrics.js';
+export { startMetricsServer } from './metrics-server.js';
+export type { MetricDefinition } from './service-metrics.js';
+export type { MetricsServer, MetricsServerOptions } from './metrics-server.js';
+export type { ReadinessCheck } from './readiness.js';
