@@ -49,6 +49,25 @@ function makeBatch(spec: LearnerSpec, size: number, seed: number): Batch {
   return { features, labels, size };
 }
 
+/**
+ * Initialises a delta-mode `learner` on the MLP, trains it one minibatch from its start, and the
+ * same minibatch through a gradient-mode reference learner from the same parameters.
+ */
+async function firstDeltaAndGradient(learner: TfjsLearner, seed: number) {
+  await learner.initialize(MLP_SPEC);
+  const reference = new TfjsLearner();
+  await reference.initialize(MLP_SPEC);
+  const start = await learner.getParams();
+  const batch = makeBatch(MLP_SPEC, 8, seed);
+  reference.setParams(start);
+  await reference.train(batch);
+  const gradient = await reference.getUpdate();
+  learner.setParams(start);
+  await learner.train(batch);
+  const delta = await learner.getUpdate();
+  return { reference, start, batch, gradient, delta };
+}
+
 function sliceBatch(batch: Batch, start: number, end: number): Batch {
   const perExample = batch.features.length / batch.size;
   return {
@@ -197,17 +216,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
     const rate = 0.01;
     const epsilon = 1e-7;
     const learner = new TfjsLearner({ mode: 'delta', localOptimizer: () => tf.train.adam(rate, 0.9, 0.999, epsilon) });
-    await learner.initialize(MLP_SPEC);
-    const reference = new TfjsLearner();
-    await reference.initialize(MLP_SPEC);
-    const start = await learner.getParams();
-    const batch = makeBatch(MLP_SPEC, 8, 11);
-    reference.setParams(start);
-    await reference.train(batch);
-    const gradient = await reference.getUpdate();
-    learner.setParams(start);
-    await learner.train(batch);
-    const delta = await learner.getUpdate();
+    const { reference, gradient, delta } = await firstDeltaAndGradient(learner, 11);
     // From zero moments, bias-corrected: m = g, v = g^2, so the step is lr * g / (|g| + epsilon).
     const expected = gradient.map((g) => ({ ...g, data: g.data.map((v) => (-rate * v) / (Math.abs(v) + epsilon)) }));
     expect(maxAbsDiff(delta, expected)).toBeLessThanOrEqual(1e-5);
@@ -224,18 +233,7 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
   it('learner - delta mode returns the change made by local SGD steps', async () => {
     const rate = 0.1;
     const learner = new TfjsLearner({ mode: 'delta', localLearningRate: rate });
-    await learner.initialize(MLP_SPEC);
-    const reference = new TfjsLearner();
-    await reference.initialize(MLP_SPEC);
-    const start = await learner.getParams();
-    const batch = makeBatch(MLP_SPEC, 8, 9);
-
-    reference.setParams(start);
-    await reference.train(batch);
-    const gradient = await reference.getUpdate();
-    learner.setParams(start);
-    await learner.train(batch);
-    const delta = await learner.getUpdate();
+    const { reference, start, batch, gradient, delta } = await firstDeltaAndGradient(learner, 9);
     const expected = gradient.map((g) => ({ ...g, data: g.data.map((v) => -rate * v) }));
     expect(maxAbsDiff(delta, expected)).toBeLessThanOrEqual(1e-6);
 
