@@ -47,17 +47,17 @@ describe('learning rate schedule', () => {
     expect(rates(schedule, [0, 1, 2, 3, 4, 5, 6], 0.4)).toEqual(expected.map((r) => expect.closeTo(r, 12)));
   });
 
-  it('learning rate schedule - every schedule stays positive and never exceeds the base rate', () => {
+  it('learning rate schedule - every schedule stays finite, at least 0, and never exceeds the base rate', () => {
     const schedule = fc.oneof(
       fc.record({ type: fc.constant('constant') }),
       fc.record({
         type: fc.constant('step'),
         every: fc.integer({ min: 1, max: 50 }),
-        factor: fc.double({ min: 0.01, max: 1 }),
+        factor: fc.double({ min: 0.01, max: 1, noNaN: true }),
       }),
       fc.record({
         type: fc.constant('exponential'),
-        decayRate: fc.double({ min: 0.5, max: 1 }),
+        decayRate: fc.double({ min: 0.5, max: 1, noNaN: true }),
         decaySteps: fc.integer({ min: 1, max: 50 }),
         staircase: fc.boolean(),
       }),
@@ -75,7 +75,10 @@ describe('learning rate schedule', () => {
         (given, warmupSteps, version) => {
           const resolved = resolveLearningRateSchedule({ ...given, warmupSteps }, 0.1);
           const rate = scheduledLearningRate(0.1, resolved, version);
-          expect(rate).toBeGreaterThan(0);
+          // A steep step decay may underflow to 0 after enough steps (0.1 x 0.01^162), which the
+          // kernels take as no step; it never turns negative or NaN.
+          expect(Number.isFinite(rate)).toBe(true);
+          expect(rate).toBeGreaterThanOrEqual(0);
           expect(rate).toBeLessThanOrEqual(0.1 + 1e-15);
         },
       ),
