@@ -106,4 +106,19 @@ describe('job history', () => {
     expect(lines(join(output, EVENTS_FILE))).toHaveLength(5);
     expect(lines(join(output, METRICS_FILE))).toHaveLength(2);
   });
+
+  it('job history - closing at any moment of its start-up ends it (a consumer closed before it was read)', async () => {
+    // A job that fails as soon as it starts closes its history while the events consumer is
+    // being set up; every delay below lands in a different stage of that.
+    for (const delayMs of [0, 1, 5, 20, 50]) {
+      const h = history(`closing-${delayMs}`, join(servers.dir, `out-closing-${delayMs}`), new Date().toISOString());
+      h.start();
+      await new Promise((r) => setTimeout(r, delayMs));
+      const closed = await Promise.race([
+        h.close().then(() => 'closed'),
+        new Promise((r) => setTimeout(() => r('still open after 5 s'), 5_000)),
+      ]);
+      expect(closed).toBe('closed');
+    }
+  });
 });

@@ -73,7 +73,9 @@ export class JobHistory {
   /** Stops following; lines written stay, and a later history of the run goes on after them. */
   async close(): Promise<void> {
     this.stopping = true;
-    await this.messages?.close().catch(() => undefined);
+    // Closing a consume iterator only takes effect when it is next iterated, and its promise
+    // settles only then: the loop below does that iterating, so it is the loop that is awaited.
+    this.messages?.close().catch(() => undefined);
     await this.loop;
   }
 
@@ -94,7 +96,9 @@ export class JobHistory {
           ...from,
         });
         this.messages = await consumer.consume();
-        if (this.stopping) await this.messages.close();
+        // Stopped while this consumer was being set up: the loop below ends at once (awaiting the
+        // close here would wait for an iteration that never comes).
+        if (this.stopping) void this.messages.close();
         for await (const msg of this.messages) {
           if (msg.seq <= this.written) continue;
           let event: JobEvent;
