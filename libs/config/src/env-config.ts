@@ -31,7 +31,8 @@ export const env = {
       describe: opts.pattern ? `string matching ${opts.pattern}` : 'string',
       read: (name, raw) =>
         required(name, raw, opts.default, (s) => {
-          if (opts.pattern && !opts.pattern.test(s)) throw new ConfigError(name, `"${s}" does not match ${opts.pattern}`);
+          if (opts.pattern && !opts.pattern.test(s))
+            throw new ConfigError(name, `"${s}" does not match ${opts.pattern}`);
           return s;
         }),
     };

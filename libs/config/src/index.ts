@@ -1,5 +1,6 @@
 export { ConfigError, ConfigErrors } from './errors.js';
 export { env, readConfig } from './env-config.js';
+export { advertisedAddress } from './advertised-address.js';
 export type { EnvField, EnvSpec } from './env-config.js';
 export {
   COMMON_CONFIG,

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { hostname } from 'node:os';
+import { advertisedAddress } from '#libs/config';
 import type { ServiceMetrics } from './service-metrics.js';
 
 /** A running metrics and health server. */
@@ -44,8 +44,7 @@ export async function startMetricsServer(
     });
   });
   const { port } = server.address() as AddressInfo;
-  const host = options.advertiseHost ?? (isWildcard(options.host) ? hostname() : options.host);
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}/metrics`;
+  const url = `http://${advertisedAddress(options.host, port, options.advertiseHost)}/metrics`;
   metrics.url = url;
   return { port, url, close: () => close(server) };
 }
@@ -91,8 +90,4 @@ function close(server: Server): Promise<void> {
     server.close(() => resolve());
     server.closeAllConnections();
   });
-}
-
-function isWildcard(host: string): boolean {
-  return host === '0.0.0.0' || host === '::' || host === '[::]';
 }

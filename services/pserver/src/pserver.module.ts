@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { advertisedAddress } from '#libs/config';
 import {
   Inject,
   Injectable,
@@ -131,8 +132,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
     this.server = new PserverGrpcServer(this.shard, { host, port, logger: this.logger });
     const bound = await this.server.start();
     this.shard.start();
-    const advertised = this.settings.advertiseHost ?? (isWildcard(host) ? hostname() : host);
-    this.address = `${advertised.includes(':') ? `[${advertised}]` : advertised}:${bound.port}`;
+    this.address = advertisedAddress(host, bound.port, this.settings.advertiseHost);
     const startedAt = new Date().toISOString();
     this.registration = new ShardRegistration(
       this.buckets.pservers,
@@ -187,10 +187,6 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
     const versions = this.shard?.versions() ?? {};
     this.beacon?.update({ versions, stepPhases: this.shard?.stepPhases() });
   }
-}
-
-function isWildcard(host: string): boolean {
-  return host === '0.0.0.0' || host === '::' || host === '[::]';
 }
 
 /** Wires the parameter server; needs the connections module for NATS and the buckets. */
