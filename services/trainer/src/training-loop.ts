@@ -94,6 +94,11 @@ interface LocalRound {
   samples: number;
 }
 
+/** Runs `fn` after the I/O callbacks already due (`setImmediate`), so its work fills a wait. */
+function whenIdle<T>(fn: () => Promise<T>): Promise<T> {
+  return new Promise<void>((resolve) => setImmediate(resolve)).then(fn);
+}
+
 function sameVersions(a: readonly number[] | undefined, b: readonly number[]): boolean {
   return a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
 }
@@ -160,7 +165,7 @@ export class TrainingLoop {
 
   /**
    * Trains on every minibatch of a task and says how it ended; never throws. The next minibatch
-   * is read while the current one trains and is pushed, so reading waits on the disk at most
+   * is assembled while the current one is pushed, and reading waits on the disk at most
    * once per chunk. In `local` mode the round in progress is pushed when the task is done or
    * handed back (not when the job stops).
    */
@@ -183,8 +188,10 @@ export class TrainingLoop {
           outcome = { kind: 'returned', samples };
           break;
         }
-        next = batches.next();
-        // A read that fails is reported when its minibatch is reached, not while this one trains.
+        // The next minibatch is assembled once the loop is idle, which is while this one's push
+        // is on the wire, rather than before this one trains. A read that fails is reported when
+        // its minibatch is reached, not while this one trains.
+        next = whenIdle(() => batches.next());
         next.catch(() => undefined);
         if ((await this.trainMinibatch(batch, either)) === 'interrupted') {
           return signals.stop.aborted ? { kind: 'abandoned', samples } : { kind: 'returned', samples };
