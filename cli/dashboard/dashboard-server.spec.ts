@@ -108,7 +108,7 @@ describe('dashboard server', () => {
 
     const badId = await post('/api/jobs/Bad%20Id/stop');
     expect(badId.status).toBe(400);
-    expect((await badId.json()).error).toContain('"Bad Id"');
+    expect(((await badId.json()) as { error: string }).error).toContain('"Bad Id"');
     const notJson = await post('/api/jobs/job-1/stop', { headers: { 'content-type': 'text/plain' } });
     expect(notJson.status).toBe(415);
     const foreign = await post('/api/jobs/job-1/stop', {
@@ -122,6 +122,6 @@ describe('dashboard server', () => {
     stopFails = true;
     const unsent = await post('/api/jobs/job-2/stop');
     expect(unsent.status).toBe(502);
-    expect((await unsent.json()).error).toContain('no NATS');
+    expect(((await unsent.json()) as { error: string }).error).toContain('no NATS');
   });
 });

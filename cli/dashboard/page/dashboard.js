@@ -40,7 +40,7 @@
       case 'started':
         return `epoch ${e.epoch}, ${e.tasksPerEpoch} tasks per epoch, ${e.records} records`;
       case 'epoch':
-        return `epoch ${e.epoch - 1} closed: ${e.done} done, ${e.discarded} discarded`;
+        return `closed epoch ${e.epoch - 1}: ${e.done} done, ${e.discarded} discarded`;
       case 'metrics':
         return `step ${e.version}: ${Object.entries(e.metrics)
           .map(([k, v]) => `${k} ${fixed(v, 4)}`)
