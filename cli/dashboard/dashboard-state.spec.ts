@@ -85,6 +85,7 @@ describe('dashboard state', () => {
     const job = state.snapshot().jobs[0];
     expect(job.throughput).toEqual([{ t: T0 + 2_000, samplesPerSecond: 400 }]);
     expect(job.tasks).toEqual({ total: 8, todo: 3, pending: 2, done: 3, discarded: 0 });
+    expect(job.tasksEpoch).toBe(1);
     expect(job.epochs).toHaveLength(1);
   });
 

@@ -58,6 +58,8 @@ export interface JobView {
   output?: string;
   /** The current epoch's task queue, from the master's last status reply. */
   tasks?: TaskCounts;
+  /** The epoch `tasks` counts (the status reply's; `epoch` may be ahead of it by an event). */
+  tasksEpoch?: number;
   /** Closed epochs' accounting, from the master's last status reply. */
   epochs: EpochAccounting[];
   /** Examples trained on so far, over every trainer. */
@@ -162,6 +164,7 @@ export class DashboardState {
       reason: status.reason,
       epoch: status.epoch,
       tasks: status.tasks,
+      tasksEpoch: status.epoch,
       epochs: status.epochs,
       samples: status.samples,
       trainers: status.trainers,

@@ -170,15 +170,20 @@
   }
 
   function renderQueue(job) {
-    const rows = job.epochs.map((e) => {
-      const tr = document.createElement('tr');
-      for (const v of [e.epoch, 0, 0, e.done, e.discarded]) cell(tr, v);
-      return tr;
-    });
-    if (job.tasks && !job.epochs.some((e) => e.epoch === job.epoch)) {
+    // Closed epochs from the accounting; the epoch the counts are of, with its todo and pending.
+    const rows = job.epochs
+      .filter((e) => !job.tasks || e.epoch !== job.tasksEpoch)
+      .map((e) => {
+        const tr = document.createElement('tr');
+        for (const v of [e.epoch, 0, 0, e.done, e.discarded]) cell(tr, v);
+        return tr;
+      });
+    if (job.tasks) {
       const tr = document.createElement('tr');
       tr.dataset.current = 'true';
-      for (const v of [job.epoch, job.tasks.todo, job.tasks.pending, job.tasks.done, job.tasks.discarded]) cell(tr, v);
+      for (const v of [job.tasksEpoch, job.tasks.todo, job.tasks.pending, job.tasks.done, job.tasks.discarded]) {
+        cell(tr, v);
+      }
       rows.push(tr);
     }
     fillBody($('tasks'), rows.reverse());
