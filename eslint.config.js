@@ -3,7 +3,9 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'proto/generated/**', 'coverage/**', '.tributary/**', 'data/**', 'out/**'] },
+  {
+    ignores: ['dist/**', 'node_modules/**', 'proto/generated/**', 'coverage/**', '.tributary/**', 'data/**', 'out/**'],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -11,6 +13,22 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-extraneous-class': 'off',
+    },
+  },
+  {
+    // The dashboard's page runs in the browser, as a classic script beside uPlot's.
+    files: ['cli/dashboard/page/**/*.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: {
+        window: 'readonly',
+        document: 'readonly',
+        location: 'readonly',
+        history: 'readonly',
+        EventSource: 'readonly',
+        fetch: 'readonly',
+        setTimeout: 'readonly',
+      },
     },
   },
   {

@@ -19,3 +19,12 @@ export function commaList(value: string): string[] {
   }
   return names;
 }
+
+/** Commander argument parser for a TCP port (0 picks a free one). */
+export function portNumber(value: string): number {
+  const n = Number(value.trim());
+  if (!/^\d+$/.test(value.trim()) || n > 65_535) {
+    throw new InvalidArgumentError(`expected a port from 0 to 65535, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what Tributary needs and is missing: nats-server, redis-server and the Fashion-MNIST
-# data set from Debian's packages, the npm dependencies, and the compiled TypeScript.
+# Installs what Tributary needs and is missing: nats-server, redis-server, the Fashion-MNIST
+# data set and Chromium (for the dashboard's browser test) from Debian's packages, the npm
+# dependencies, and the compiled TypeScript.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +9,7 @@ need=()
 command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "==> installing Debian packages: ${need[*]}"
   sudo=""

@@ -10,12 +10,16 @@ import { sleep } from '#libs/retry';
 import { Kvm } from '@nats-io/kv';
 import { CommandExit, type CliIo } from '../cli-io.js';
 import { connectCli, stateDirFor } from '../cluster-connection.js';
-import { positiveInteger } from '../option-parsers.js';
+import { DASHBOARD_PORT, startDashboard, type RunningDashboard } from '../dashboard/dashboard-app.js';
+import { readDashboardFile, removeDashboardFile, writeDashboardFile } from '../dashboard/dashboard-file.js';
+import { portNumber, positiveInteger } from '../option-parsers.js';
 import { repoRoot } from '../repo-root.js';
 import { formatTable } from '../table.js';
 
 /** How long `up --detach` waits for the cluster to become ready. */
 const DETACHED_READY_TIMEOUT_MS = 180_000;
+/** How long `up --detach` waits for the dashboard once the cluster is ready. */
+const DASHBOARD_START_TIMEOUT_MS = 15_000;
 
 interface UpFlags {
   trainers: number;
@@ -23,6 +27,27 @@ interface UpFlags {
   masters: number;
   detach?: boolean;
   restart: boolean;
+  /** False with `--no-dashboard`. */
+  dashboard: boolean;
+  dashboardPort?: number;
+}
+
+/** Serves the cluster's dashboard beside it and records its URL; a dashboard that cannot start is reported, not fatal. */
+async function serveDashboard(io: CliIo, flags: UpFlags, natsUrl: string): Promise<RunningDashboard | undefined> {
+  const stateDir = stateDirFor(io);
+  try {
+    const running = await startDashboard({
+      natsUrl,
+      root: repoRoot(),
+      port: flags.dashboardPort ?? DASHBOARD_PORT,
+      fallbackToFreePort: flags.dashboardPort === undefined,
+    });
+    writeDashboardFile(stateDir, { url: running.url, supervisorPid: process.pid });
+    return running;
+  } catch (err) {
+    io.stderr.write(`no dashboard: ${(err as Error).message}\n`);
+    return undefined;
+  }
 }
 
 async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
@@ -45,9 +70,12 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     say,
   });
   let stopping: Promise<void> | undefined;
+  let dashboard: RunningDashboard | undefined;
   const stop = () => {
     stopping ??= (async () => {
       say('stopping the cluster...');
+      removeDashboardFile(stateDir);
+      await dashboard?.close().catch(() => undefined);
       await cluster.stop();
       say('cluster stopped');
       process.exit(0);
@@ -62,11 +90,19 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     await cluster.stop();
     throw new CommandExit(1);
   }
+  if (flags.dashboard) {
+    dashboard = await serveDashboard(
+      io,
+      flags,
+      readClusterFile(stateDir)?.natsUrl ?? io.env.NATS_URL ?? DEFAULT_NATS_URL,
+    );
+  }
   say(
     `cluster ready: 1 master${flags.masters > 1 ? ` (+${flags.masters - 1} standby)` : ''}, ${flags.pservers} pservers, ` +
       `${flags.trainers} trainers, 1 evaluator ` +
       `(logs in ${join(stateDir, 'logs')}); Ctrl-C stops it`,
   );
+  if (dashboard) say(`dashboard at ${dashboard.url}`);
   await new Promise<never>(() => undefined);
 }
 
@@ -85,19 +121,34 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
     '--masters',
     String(flags.masters),
     ...(flags.restart ? [] : ['--no-restart']),
+    ...(flags.dashboard ? [] : ['--no-dashboard']),
+    ...(flags.dashboardPort === undefined ? [] : ['--dashboard-port', String(flags.dashboardPort)]),
   ];
   const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', out, out], env: { ...process.env } });
   child.unref();
   const deadline = Date.now() + DETACHED_READY_TIMEOUT_MS;
+  let dashboardDeadline = Infinity;
   while (Date.now() < deadline) {
     await sleep(300);
     const file = readClusterFile(stateDir);
-    if (file?.ready && file.supervisorPid === child.pid) {
+    // The dashboard is served once the cluster is ready; one that could not start is in the log.
+    const dashboard = readDashboardFile(stateDir);
+    const served = dashboard?.supervisorPid === child.pid ? dashboard : undefined;
+    if (
+      file?.ready &&
+      file.supervisorPid === child.pid &&
+      (served || !flags.dashboard || Date.now() > dashboardDeadline)
+    ) {
       io.stdout.write(
         `cluster ready (supervisor pid ${child.pid}; logs in ${join(stateDir, 'logs')}); stop it with \`tributary down\`\n`,
       );
+      io.stdout.write(
+        served ? `dashboard at ${served.url}\n` : flags.dashboard ? `no dashboard; see ${logFile}\n` : '',
+      );
       return;
     }
+    if (file?.ready && file.supervisorPid === child.pid)
+      dashboardDeadline = Math.min(dashboardDeadline, Date.now() + DASHBOARD_START_TIMEOUT_MS);
     if (!isAlive(child.pid)) {
       throw new Error(`the cluster did not start; see ${logFile}`);
     }
@@ -272,6 +323,12 @@ export function register(program: Command, io: CliIo): void {
     .option('--masters <n>', 'number of masters (more than one starts standbys)', positiveInteger, 1)
     .option('--detach', 'start in the background and return once ready')
     .option('--no-restart', 'do not restart services that exit unexpectedly')
+    .option(
+      '--dashboard-port <port>',
+      `port of the dashboard (default ${DASHBOARD_PORT}, or a free one if it is taken)`,
+      portNumber,
+    )
+    .option('--no-dashboard', 'do not serve the dashboard')
     .action(async (given: Omit<UpFlags, 'trainers'> & { trainers?: number }) => {
       // A WASM trainer uses one core, so one per core keeps every core busy.
       const flags: UpFlags = { ...given, trainers: given.trainers ?? availableParallelism() };

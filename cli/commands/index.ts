@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { CliIo } from '../cli-io.js';
 import * as cluster from './cluster.js';
+import * as dashboard from './dashboard.js';
 import * as datasetConvert from './dataset-convert.js';
 import * as jobList from './job-list.js';
 import * as jobs from './jobs.js';
@@ -20,4 +21,5 @@ export const COMMANDS: readonly CommandModule[] = [
   cluster,
   jobs,
   jobList,
+  dashboard,
 ];
