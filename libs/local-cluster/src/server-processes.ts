@@ -280,8 +280,9 @@ export async function startRedisServer(opts: {
       '',
       '--daemonize',
       'no',
+      // Without a password Redis refuses every address but loopback unless protected mode is off.
       '--protected-mode',
-      'yes',
+      host === '127.0.0.1' ? 'yes' : 'no',
     ],
     host,
     port,
