@@ -25,6 +25,7 @@ interface UpFlags {
   trainers: number;
   pservers: number;
   masters: number;
+  natsNodes: number;
   detach?: boolean;
   restart: boolean;
   /** False with `--no-dashboard`. */
@@ -65,6 +66,7 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     trainers: flags.trainers,
     pservers: flags.pservers,
     masters: flags.masters,
+    natsNodes: flags.natsNodes,
     evaluators: 1,
     restart: flags.restart,
     say,
@@ -120,6 +122,8 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
     String(flags.pservers),
     '--masters',
     String(flags.masters),
+    '--nats-nodes',
+    String(flags.natsNodes),
     ...(flags.restart ? [] : ['--no-restart']),
     ...(flags.dashboard ? [] : ['--no-dashboard']),
     ...(flags.dashboardPort === undefined ? [] : ['--dashboard-port', String(flags.dashboardPort)]),
@@ -321,6 +325,12 @@ export function register(program: Command, io: CliIo): void {
     )
     .option('--pservers <n>', 'number of parameter-server shards', positiveInteger, 2)
     .option('--masters <n>', 'number of masters (more than one starts standbys)', positiveInteger, 1)
+    .option(
+      '--nats-nodes <n>',
+      'NATS servers to start when none answers: more than one form a cluster with JetStream replicated (3 keeps working when one is lost)',
+      positiveInteger,
+      1,
+    )
     .option('--detach', 'start in the background and return once ready')
     .option('--no-restart', 'do not restart services that exit unexpectedly')
     .option(

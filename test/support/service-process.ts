@@ -16,11 +16,15 @@ export interface RunningService {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts `dist/services/<role>/main.js` with `env` added to this process's environment. */
-export function startService(role: string, env: Record<string, string>): RunningService {
+/**
+ * Starts `dist/services/<role>/main.js` with `env` added to this process's environment; `prefix`
+ * words run before node (a wrapper such as `ip netns exec <ns>`, which execs node in place).
+ */
+export function startService(role: string, env: Record<string, string>, prefix: string[] = []): RunningService {
   const script = join(ROOT, 'dist', 'services', role, 'main.js');
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first`);
-  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, script], {
+  const [command, ...args] = [...prefix, process.execPath, ...SERVICE_NODE_FLAGS, script];
+  const child = spawn(command, args, {
     env: { ...process.env, NO_COLOR: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

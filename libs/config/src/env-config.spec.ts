@@ -24,6 +24,20 @@ describe('config', () => {
     }
   });
 
+  test('config - TRIBUTARY_JS_REPLICAS is 1 by default, and outside 1..5 is refused by name', () => {
+    expect(readServiceConfig({}, {}).jsReplicas).toBe(1);
+    expect(readServiceConfig({}, { TRIBUTARY_JS_REPLICAS: '3' }).jsReplicas).toBe(3);
+    expect(() => readServiceConfig({}, { TRIBUTARY_JS_REPLICAS: '0' })).toThrow(
+      'TRIBUTARY_JS_REPLICAS: 0 is outside 1..5',
+    );
+    expect(() => readServiceConfig({}, { TRIBUTARY_JS_REPLICAS: '6' })).toThrow(
+      'TRIBUTARY_JS_REPLICAS: 6 is outside 1..5',
+    );
+    expect(() => readServiceConfig({}, { TRIBUTARY_JS_REPLICAS: 'three' })).toThrow(
+      'TRIBUTARY_JS_REPLICAS: "three" is not an integer',
+    );
+  });
+
   test('config - a required variable that is missing is an error', () => {
     expect(() => readConfig({ s: ['S', env.string()] }, {})).toThrow('S: is required but not set');
   });

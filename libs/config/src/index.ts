@@ -4,10 +4,12 @@ export { advertisedAddress } from './advertised-address.js';
 export type { EnvField, EnvSpec } from './env-config.js';
 export {
   COMMON_CONFIG,
+  DEFAULT_JS_REPLICAS,
   DEFAULT_METRICS_HOST,
   DEFAULT_METRICS_PORT,
   DEFAULT_NATS_URL,
   DEFAULT_REDIS_URL,
+  MAX_JS_REPLICAS,
   logLevelsFrom,
   makeServiceId,
   readServiceConfig,

@@ -15,6 +15,10 @@ export const DEFAULT_METRICS_HOST = '127.0.0.1';
  * `tributary ps` shows it. Set a fixed port per process for a static Prometheus configuration.
  */
 export const DEFAULT_METRICS_PORT = 0;
+/** JetStream replicas of every stream and bucket when `TRIBUTARY_JS_REPLICAS` is unset: one server. */
+export const DEFAULT_JS_REPLICAS = 1;
+/** Most JetStream replicas a stream may have (the server's own limit). */
+export const MAX_JS_REPLICAS = 5;
 
 /** Settings every Tributary service reads from its environment. */
 export interface CommonConfig {
@@ -34,6 +38,11 @@ export interface CommonConfig {
   metricsPort: number;
   /** Host name Prometheus reaches this one by (`METRICS_ADVERTISE_HOST`); default the bound host. */
   metricsAdvertiseHost?: string;
+  /**
+   * Copies JetStream keeps of every Tributary stream and bucket (`TRIBUTARY_JS_REPLICAS`): 1 for
+   * one server, 3 on a NATS cluster so one node may be lost.
+   */
+  jsReplicas: number;
 }
 
 /** Environment fields shared by all services. */
@@ -46,6 +55,7 @@ export const COMMON_CONFIG: EnvSpec<CommonConfig> = {
   metricsHost: ['METRICS_HOST', env.string({ default: DEFAULT_METRICS_HOST })],
   metricsPort: ['METRICS_PORT', env.int({ default: DEFAULT_METRICS_PORT, min: 0, max: 65_535 })],
   metricsAdvertiseHost: ['METRICS_ADVERTISE_HOST', env.optionalString()],
+  jsReplicas: ['TRIBUTARY_JS_REPLICAS', env.int({ default: DEFAULT_JS_REPLICAS, min: 1, max: MAX_JS_REPLICAS })],
 };
 
 /** Reads the common settings plus a service's own, all validated together. */

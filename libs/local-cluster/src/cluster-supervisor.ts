@@ -1,8 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { COMMON_CONFIG } from '#libs/config';
 import { connectNats, ensureStreams } from '#libs/messaging';
-import { isUrlReachable, startNatsServer, startRedisServer, type ServerProcess } from './server-processes.js';
+import {
+  isUrlReachable,
+  startNatsCluster,
+  startNatsServer,
+  startRedisServer,
+  type NatsClusterProcesses,
+  type ServerProcess,
+} from './server-processes.js';
 import { SERVICE_NODE_FLAGS } from './service-node-flags.js';
 
 /** Roles the supervisor runs, in start order. */
@@ -25,6 +33,12 @@ export interface ClusterOptions {
   pservers: number;
   masters: number;
   evaluators: number;
+  /**
+   * NATS servers to start when none answers at `natsUrl` (default 1). More than one start as a
+   * cluster with JetStream replicated: node 0 on `natsUrl`'s port, the others on free ports, and
+   * every service gets all their URLs and `TRIBUTARY_JS_REPLICAS` = min(3, nodes).
+   */
+  natsNodes?: number;
   /** Extra environment for every service. */
   env?: Record<string, string>;
   /** Restart a service that exits unexpectedly. */
@@ -45,6 +59,9 @@ export interface ServiceProcessInfo {
   log: string;
 }
 
+/** Most copies of a stream a local NATS cluster keeps (3 survives the loss of one node). */
+export const MAX_LOCAL_JS_REPLICAS = 3;
+
 /** Thrown by {@link LocalCluster.kill} and friends for an id the cluster does not run. */
 export class UnknownServiceError extends Error {
   override readonly name = 'UnknownServiceError';
@@ -61,6 +78,8 @@ export interface ClusterFile {
   supervisorPid: number;
   natsUrl: string;
   redisUrl: string;
+  /** JetStream replicas of the streams and buckets (`TRIBUTARY_JS_REPLICAS` of the services). */
+  jsReplicas?: number;
   startedNats: boolean;
   startedRedis: boolean;
   ready: boolean;
@@ -107,6 +126,7 @@ class SupervisedService {
     index: number,
     private readonly extraEnv: Record<string, string>,
     private readonly onChange: () => void,
+    private readonly natsUrl: () => string,
   ) {
     const id = `${role}-${index}`;
     const log = join(opts.stateDir, 'logs', `${id}.log`);
@@ -124,7 +144,7 @@ class SupervisedService {
         ...process.env,
         ...this.opts.env,
         ...this.extraEnv,
-        NATS_URL: this.opts.natsUrl,
+        NATS_URL: this.natsUrl(),
         REDIS_URL: this.opts.redisUrl,
         NO_COLOR: '1',
       },
@@ -249,25 +269,41 @@ class SupervisedService {
 export class LocalCluster {
   private services: SupervisedService[] = [];
   private nats?: ServerProcess;
+  private natsCluster?: NatsClusterProcesses;
   private redis?: ServerProcess;
   private natsUrl: string;
   private redisUrl: string;
+  /** Replicas the services give every stream and bucket; from the environment unless we start a NATS cluster. */
+  private jsReplicas: number | undefined;
   private ready = false;
 
   constructor(private readonly opts: ClusterOptions) {
     this.natsUrl = opts.natsUrl;
     this.redisUrl = opts.redisUrl;
+    const fromEnv = opts.env?.['TRIBUTARY_JS_REPLICAS'] ?? process.env['TRIBUTARY_JS_REPLICAS'];
+    this.jsReplicas = fromEnv ? COMMON_CONFIG.jsReplicas[1].read('TRIBUTARY_JS_REPLICAS', fromEnv) : undefined;
     mkdirSync(join(opts.stateDir, 'logs'), { recursive: true });
   }
 
   /** Starts everything; resolves when every service logged its readiness line. */
   async start(): Promise<void> {
     const { say } = this.opts;
+    const nodes = this.opts.natsNodes ?? 1;
     if (await isUrlReachable(this.natsUrl)) say(`using NATS at ${this.natsUrl}`);
     else {
       const port = Number(new URL(this.natsUrl.split(',')[0]).port || 4222);
-      this.nats = await startNatsServer({ dir: join(this.opts.stateDir, 'nats'), port });
-      say(`started nats-server with JetStream on ${this.nats.url} (pid ${this.nats.child.pid})`);
+      if (nodes > 1) {
+        this.natsCluster = await startNatsCluster({ dir: this.opts.stateDir, nodes, port });
+        this.natsUrl = this.natsCluster.url;
+        this.jsReplicas = Math.min(MAX_LOCAL_JS_REPLICAS, nodes);
+        say(
+          `started a ${nodes}-node NATS cluster with JetStream (${this.jsReplicas} replicas) on ${this.natsUrl} ` +
+            `(pids ${this.natsCluster.nodes.map((n) => n.child.pid).join(', ')})`,
+        );
+      } else {
+        this.nats = await startNatsServer({ dir: join(this.opts.stateDir, 'nats'), port });
+        say(`started nats-server with JetStream on ${this.nats.url} (pid ${this.nats.child.pid})`);
+      }
     }
     await this.declareStreams();
     if (await isUrlReachable(this.redisUrl)) say(`using Redis at ${this.redisUrl}`);
@@ -291,7 +327,15 @@ export class LocalCluster {
     for (const [role, count, env] of plan) {
       const group = Array.from(
         { length: count },
-        (_, i) => new SupervisedService(this.opts, role, i, env(i), () => this.writeFile()),
+        (_, i) =>
+          new SupervisedService(
+            this.opts,
+            role,
+            i,
+            { ...env(i), ...this.replicasEnv() },
+            () => this.writeFile(),
+            () => this.natsUrl,
+          ),
       );
       this.services.push(...group);
       await Promise.all(group.map((s) => s.start()));
@@ -308,7 +352,7 @@ export class LocalCluster {
   private async declareStreams(): Promise<void> {
     const nc = await connectNats(this.natsUrl, 'tributary-up');
     try {
-      await ensureStreams(nc);
+      await ensureStreams(nc, this.jsReplicas ?? 1);
     } finally {
       await nc.close();
     }
@@ -322,6 +366,7 @@ export class LocalCluster {
     }
     await this.redis?.stop();
     await this.nats?.stop();
+    await this.natsCluster?.stop();
     this.ready = false;
     rmSync(clusterFilePath(this.opts.stateDir), { force: true });
   }
@@ -333,7 +378,8 @@ export class LocalCluster {
 
   /**
    * Sends `signal` (default SIGKILL) to a service (`trainer-0`, `pserver-1`, `master-0`, ...) or
-   * to a server the cluster started (`nats`, `redis`) and resolves once it exited. It stays down,
+   * to a server the cluster started (`nats`, or `nats-0`, `nats-1`, ... for a NATS cluster, and
+   * `redis`) and resolves once it exited. It stays down,
    * whatever `restart` says, until {@link startAgain}.
    * @throws UnknownServiceError for an id the cluster does not run.
    */
@@ -363,7 +409,9 @@ export class LocalCluster {
       throw new Error(`${id} is still running (pid ${server.child.pid})`);
     }
     const dir = join(this.opts.stateDir, id);
-    if (id === 'nats') this.nats = await startNatsServer({ dir, port: server.port });
+    const node = this.natsNodeIndex(id);
+    if (node !== undefined) await this.natsCluster!.restartNode(node);
+    else if (id === 'nats') this.nats = await startNatsServer({ dir, port: server.port });
     else this.redis = await startRedisServer({ dir, port: server.port });
     this.opts.say(`${id} started again on port ${server.port}`);
     this.writeFile();
@@ -377,7 +425,22 @@ export class LocalCluster {
     return this.serviceById(id).info.pid;
   }
 
+  /** `TRIBUTARY_JS_REPLICAS` for the services, when the cluster decides it. */
+  private replicasEnv(): Record<string, string> {
+    return this.natsCluster && this.jsReplicas ? { TRIBUTARY_JS_REPLICAS: String(this.jsReplicas) } : {};
+  }
+
+  /** The node index of `nats-<i>` in the NATS cluster we started, else undefined. */
+  private natsNodeIndex(id: string): number | undefined {
+    const match = /^nats-(\d+)$/.exec(id);
+    if (!match || !this.natsCluster) return undefined;
+    const index = Number(match[1]);
+    return index < this.natsCluster.nodes.length ? index : undefined;
+  }
+
   private serverById(id: string): ServerProcess | undefined {
+    const node = this.natsNodeIndex(id);
+    if (node !== undefined) return this.natsCluster!.nodes[node];
     if (id === 'nats' && this.nats) return this.nats;
     if (id === 'redis' && this.redis) return this.redis;
     return undefined;
@@ -388,6 +451,7 @@ export class LocalCluster {
     if (found) return found;
     const known = this.services.map((s) => s.info.id);
     if (this.nats) known.push('nats');
+    this.natsCluster?.nodes.forEach((_, i) => known.push(`nats-${i}`));
     if (this.redis) known.push('redis');
     throw new UnknownServiceError(id, known);
   }
@@ -397,7 +461,8 @@ export class LocalCluster {
       supervisorPid: process.pid,
       natsUrl: this.natsUrl,
       redisUrl: this.redisUrl,
-      startedNats: this.nats !== undefined,
+      ...(this.jsReplicas ? { jsReplicas: this.jsReplicas } : {}),
+      startedNats: this.nats !== undefined || this.natsCluster !== undefined,
       startedRedis: this.redis !== undefined,
       ready: this.ready,
       services: this.list(),

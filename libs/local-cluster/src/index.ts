@@ -1,14 +1,17 @@
 export {
+  NATS_CLUSTER_NAME,
   NATS_MAX_PAYLOAD_BYTES,
   SERVER_START_TIMEOUT_MS,
   ServerStartError,
   freePort,
   isListening,
   isUrlReachable,
+  natsServerConfig,
+  startNatsCluster,
   startNatsServer,
   startRedisServer,
 } from './server-processes.js';
-export type { ServerProcess } from './server-processes.js';
+export type { NatsClusterProcesses, NatsRouteOptions, NatsServerOptions, ServerProcess } from './server-processes.js';
 export {
   LocalCluster,
   RESTART_BACKOFF_MS,

@@ -58,19 +58,40 @@ export function isUrlReachable(url: string): Promise<boolean> {
   return isListening(u.hostname, Number(u.port || defaultPort));
 }
 
-async function waitListening(name: string, port: number, child: ChildProcess, log: () => string): Promise<void> {
+async function waitListening(
+  name: string,
+  host: string,
+  port: number,
+  child: ChildProcess,
+  log: () => string,
+): Promise<void> {
   const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new ServerStartError(`${name} exited with code ${child.exitCode}: ${log()}`);
-    if (await isListening('127.0.0.1', port, 200)) return;
+    if (await isListening(host, port, 200)) return;
     await sleep(100);
   }
   child.kill('SIGKILL');
-  throw new ServerStartError(`${name} did not listen on port ${port} within ${SERVER_START_TIMEOUT_MS} ms: ${log()}`);
+  throw new ServerStartError(
+    `${name} did not listen on ${host}:${port} within ${SERVER_START_TIMEOUT_MS} ms: ${log()}`,
+  );
 }
 
-function startProcess(name: string, bin: string, args: string[], port: number, url: string): Promise<ServerProcess> {
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+interface ProcessPlan {
+  name: string;
+  bin: string;
+  args: string[];
+  host: string;
+  port: number;
+  url: string;
+  /** Words run before `bin` (a wrapper such as `ip netns exec <ns>`). */
+  prefix?: string[];
+}
+
+function startProcess(plan: ProcessPlan): Promise<ServerProcess> {
+  const { name, bin, host, port, url } = plan;
+  const [command, ...args] = [...(plan.prefix ?? []), bin, ...plan.args];
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const keep = (b: Buffer) => {
     output = (output + b.toString()).slice(-4000);
@@ -79,7 +100,9 @@ function startProcess(name: string, bin: string, args: string[], port: number, u
   child.stderr?.on('data', keep);
   const started = new Promise<void>((resolve, reject) => {
     child.once('error', (err) =>
-      reject(new ServerStartError(`cannot run ${bin} (${err.message}); install it (Debian: apt-get install ${name})`)),
+      reject(
+        new ServerStartError(`cannot run ${command} (${err.message}); install it (Debian: apt-get install ${name})`),
+      ),
     );
     child.once('spawn', () => resolve());
   });
@@ -91,38 +114,162 @@ function startProcess(name: string, bin: string, args: string[], port: number, u
     await exited;
     clearTimeout(timer);
   };
-  return started.then(() => waitListening(name, port, child, () => output)).then(() => ({ url, port, child, stop }));
+  return started
+    .then(() => waitListening(name, host, port, child, () => output))
+    .then(() => ({ url, port, child, stop }));
+}
+
+/** Where a clustered NATS node meets the others. */
+export interface NatsRouteOptions {
+  /** Cluster name, the same on every node. */
+  name: string;
+  /** This node's name, unique in the cluster (JetStream needs one per node). */
+  serverName: string;
+  /** Port this node accepts routes from the others on. */
+  port: number;
+  /** The other nodes' route URLs (`nats-route://host:port`). */
+  routes: string[];
+}
+
+/** How to start one `nats-server`. */
+export interface NatsServerOptions {
+  /** Directory of its configuration file and JetStream store. */
+  dir: string;
+  /** Client port; a free one if omitted. */
+  port?: number;
+  /** Interface to listen on (clients and routes); default 127.0.0.1. */
+  host?: string;
+  bin?: string;
+  /** Joins a cluster (JetStream clustered, streams replicated across nodes). */
+  cluster?: NatsRouteOptions;
+  /** Words run before the binary (a wrapper such as `ip netns exec <ns>`). */
+  prefix?: string[];
+}
+
+/** The configuration file of one `nats-server` with JetStream storing under `store`. */
+export function natsServerConfig(opts: {
+  host: string;
+  port: number;
+  store: string;
+  cluster?: NatsRouteOptions;
+}): string {
+  const lines = [
+    `listen: "${opts.host}:${opts.port}"`,
+    // Older nats-server releases take max_payload only from a config file.
+    `max_payload: ${NATS_MAX_PAYLOAD_BYTES}`,
+    `jetstream { store_dir: ${JSON.stringify(opts.store)} }`,
+  ];
+  const cluster = opts.cluster;
+  if (cluster) {
+    lines.push(
+      `server_name: ${JSON.stringify(cluster.serverName)}`,
+      'cluster {',
+      `  name: ${JSON.stringify(cluster.name)}`,
+      `  listen: "${opts.host}:${cluster.port}"`,
+      `  routes: [${cluster.routes.map((r) => JSON.stringify(r)).join(', ')}]`,
+      '}',
+    );
+  }
+  return `${lines.join('\n')}\n`;
 }
 
 /** Starts `nats-server` with JetStream storing under `dir`, on `port` (free one if omitted). */
-export async function startNatsServer(opts: { dir: string; port?: number; bin?: string }): Promise<ServerProcess> {
+export async function startNatsServer(opts: NatsServerOptions): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
+  const host = opts.host ?? '127.0.0.1';
   const store = join(opts.dir, 'jetstream');
   mkdirSync(store, { recursive: true });
-  // Older nats-server releases take max_payload only from a config file.
   const conf = join(opts.dir, 'nats-server.conf');
-  writeFileSync(conf, `max_payload: ${NATS_MAX_PAYLOAD_BYTES}\n`);
-  return startProcess(
-    'nats-server',
-    opts.bin ?? 'nats-server',
-    ['-c', conf, '-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store],
+  writeFileSync(conf, natsServerConfig({ host, port, store, cluster: opts.cluster }));
+  return startProcess({
+    name: 'nats-server',
+    bin: opts.bin ?? 'nats-server',
+    args: ['-c', conf],
+    host,
     port,
-    `nats://127.0.0.1:${port}`,
-  );
+    url: `nats://${host}:${port}`,
+    prefix: opts.prefix,
+  });
 }
 
-/** Starts `redis-server` with the append-only file under `dir`, on `port` (free one if omitted). */
-export async function startRedisServer(opts: { dir: string; port?: number; bin?: string }): Promise<ServerProcess> {
+/** Name of the NATS cluster `startNatsCluster` starts. */
+export const NATS_CLUSTER_NAME = 'tributary';
+
+/** A NATS cluster we started: one server per node, in node order. */
+export interface NatsClusterProcesses {
+  nodes: ServerProcess[];
+  /** Every node's client URL, comma-separated (what `NATS_URL` takes). */
+  url: string;
+  /** Starts node `index` again, with its port, routes and store; resolves once it listens. */
+  restartNode(index: number): Promise<ServerProcess>;
+  /** Stops every node. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `nodes` `nats-server`s on loopback as one cluster with JetStream on each (node i named
+ * `n<i>`, storing under `<dir>/nats-<i>`, routes on free ports). Node 0 listens for clients on
+ * `port` when given; the others on free ports.
+ */
+export async function startNatsCluster(opts: {
+  dir: string;
+  nodes: number;
+  port?: number;
+}): Promise<NatsClusterProcesses> {
+  const clientPorts = [opts.port ?? (await freePort())];
+  const routePorts: number[] = [];
+  for (let i = 0; i < opts.nodes; i++) {
+    if (i > 0) clientPorts.push(await freePort());
+    routePorts.push(await freePort());
+  }
+  const nodeOptions = (i: number): NatsServerOptions => ({
+    dir: join(opts.dir, `nats-${i}`),
+    port: clientPorts[i],
+    cluster: {
+      name: NATS_CLUSTER_NAME,
+      serverName: `n${i}`,
+      port: routePorts[i],
+      routes: routePorts.filter((_, j) => j !== i).map((p) => `nats-route://127.0.0.1:${p}`),
+    },
+  });
+  const nodes = await Promise.all(clientPorts.map((_, i) => startNatsServer(nodeOptions(i))));
+  const cluster: NatsClusterProcesses = {
+    nodes,
+    url: nodes.map((n) => n.url).join(','),
+    async restartNode(index) {
+      nodes[index] = await startNatsServer(nodeOptions(index));
+      return nodes[index];
+    },
+    async stop() {
+      await Promise.all(nodes.map((n) => n.stop()));
+    },
+  };
+  return cluster;
+}
+
+/**
+ * Starts `redis-server` with the append-only file under `dir`, on `host` (default 127.0.0.1) and
+ * `port` (free one if omitted).
+ */
+export async function startRedisServer(opts: {
+  dir: string;
+  port?: number;
+  host?: string;
+  bin?: string;
+  /** Words run before the binary (a wrapper such as `ip netns exec <ns>`). */
+  prefix?: string[];
+}): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
+  const host = opts.host ?? '127.0.0.1';
   mkdirSync(opts.dir, { recursive: true });
-  return startProcess(
-    'redis-server',
-    opts.bin ?? 'redis-server',
-    [
+  return startProcess({
+    name: 'redis-server',
+    bin: opts.bin ?? 'redis-server',
+    args: [
       '--port',
       String(port),
       '--bind',
-      '127.0.0.1',
+      host,
       '--dir',
       opts.dir,
       '--appendonly',
@@ -133,10 +280,13 @@ export async function startRedisServer(opts: { dir: string; port?: number; bin?:
       '',
       '--daemonize',
       'no',
+      // Without a password Redis refuses every address but loopback unless protected mode is off.
       '--protected-mode',
-      'yes',
+      host === '127.0.0.1' ? 'yes' : 'no',
     ],
+    host,
     port,
-    `redis://127.0.0.1:${port}`,
-  );
+    url: `redis://${host}:${port}`,
+    prefix: opts.prefix,
+  });
 }

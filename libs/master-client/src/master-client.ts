@@ -1,5 +1,4 @@
 import { jetstream, type Consumer, type JetStreamClient, type JsMsg, type PubAck } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
 import {
   CONSUMERS,
   JOB_ID_PATTERN,
@@ -9,6 +8,7 @@ import {
   SUBJECTS,
   decodeJsonObject,
   encodeJson,
+  openBucket,
   type JobEvent,
   type JobListReply,
   type JobFaultReport,
@@ -50,6 +50,8 @@ export interface MasterClientOptions {
   claimRetryBudgetMs?: number;
   /** First delay between retries of an unanswered request. */
   initialBackoffMs?: number;
+  /** Replicas of the jobs bucket when `watchJobs` has to create it (`TRIBUTARY_JS_REPLICAS`); default 1. */
+  jsReplicas?: number;
 }
 
 /** Options of `nextTask`. */
@@ -111,6 +113,7 @@ export class MasterClient {
   private readonly requestTimeoutMs: number;
   private readonly claimRetryBudgetMs: number;
   private readonly initialBackoffMs: number;
+  private readonly jsReplicas: number;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -122,6 +125,7 @@ export class MasterClient {
     this.requestTimeoutMs = options.requestTimeoutMs ?? MASTER_REQUEST_TIMEOUT_MS;
     this.claimRetryBudgetMs = options.claimRetryBudgetMs ?? CLAIM_RETRY_BUDGET_MS;
     this.initialBackoffMs = options.initialBackoffMs ?? RETRY_INITIAL_BACKOFF_MS;
+    this.jsReplicas = options.jsReplicas ?? 1;
   }
 
   /**
@@ -300,7 +304,7 @@ export class MasterClient {
 
   /** Watches the jobs bucket: current records first, then every change. */
   async watchJobs(): Promise<JobWatch> {
-    const jobs = await new Kvm(this.nc).create(KV_BUCKETS.jobs, { history: 1 });
+    const jobs = await openBucket(this.nc, KV_BUCKETS.jobs, this.jsReplicas);
     return watchJobRecords(jobs, this.logger);
   }
 

@@ -4,7 +4,21 @@ export { NATS_RECONNECT_MAX_MS, NATS_RECONNECT_MIN_MS, connectNats } from './nat
 export type { NatsConnection } from './nats-connection.js';
 export { REDIS_RECONNECT_MAX_MS, REDIS_RECONNECT_MIN_MS, connectRedis } from './redis-connection.js';
 export type { RedisConnection } from './redis-connection.js';
-export { MEMBERS_BUCKET_TTL_MS, ensureStreams, ensureTrainerConsumer, openBuckets } from './streams.js';
+export {
+  JetStreamNotClusteredError,
+  MEMBERS_BUCKET_TTL_MS,
+  StreamReplicasError,
+  ensureStreams,
+  ensureTrainerConsumer,
+  openBucket,
+  openBuckets,
+} from './streams.js';
+export {
+  JETSTREAM_READY_POLL_MS,
+  JETSTREAM_READY_TIMEOUT_MS,
+  JetStreamUnavailableError,
+  waitForJetStream,
+} from './jetstream-readiness.js';
 export type { Buckets } from './streams.js';
 export { publishEvent } from './events.js';
 export { WATCH_REOPEN_MAX_MS, WATCH_REOPEN_MIN_MS, watchBucket } from './bucket-watch.js';

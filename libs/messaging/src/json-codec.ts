@@ -40,7 +40,10 @@ export function decodeJsonObject(subject: string, data: Uint8Array): Record<stri
     });
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new MalformedMessageError(subject, `expected a JSON object, got ${Array.isArray(value) ? 'array' : typeof value}`);
+    throw new MalformedMessageError(
+      subject,
+      `expected a JSON object, got ${Array.isArray(value) ? 'array' : typeof value}`,
+    );
   }
   return value as Record<string, unknown>;
 }
@@ -48,13 +51,15 @@ export function decodeJsonObject(subject: string, data: Uint8Array): Record<stri
 /** Reads a required string field, or throws naming it. */
 export function stringField(subject: string, obj: Record<string, unknown>, field: string): string {
   const v = obj[field];
-  if (typeof v !== 'string' || v === '') throw new MalformedMessageError(subject, `${field}: expected a non-empty string`);
+  if (typeof v !== 'string' || v === '')
+    throw new MalformedMessageError(subject, `${field}: expected a non-empty string`);
   return v;
 }
 
 /** Reads a required finite number field, or throws naming it. */
 export function numberField(subject: string, obj: Record<string, unknown>, field: string): number {
   const v = obj[field];
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new MalformedMessageError(subject, `${field}: expected a number`);
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw new MalformedMessageError(subject, `${field}: expected a number`);
   return v;
 }

@@ -10,6 +10,7 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { waitForJetStream } from './jetstream-readiness.js';
 import { CONSUMERS, KV_BUCKETS, STREAMS } from './subjects.js';
 
 const DAY_NS = 24 * 3600 * 1e9;
@@ -30,22 +31,92 @@ const STREAM_CONFIGS: (Partial<StreamConfig> & { name: string })[] = [
 /** How long a member's status entry lives without a refresh. */
 export const MEMBERS_BUCKET_TTL_MS = 15_000;
 
-/** Creates Tributary's streams if they are missing (idempotent; every service may call it). */
-export async function ensureStreams(nc: NatsConnection): Promise<JetStreamManager> {
-  const jsm = await jetstreamManager(nc);
+/** Thrown when an existing stream has another replica count than asked and the server refuses to change it. */
+export class StreamReplicasError extends Error {
+  override readonly name = 'StreamReplicasError';
+
+  constructor(
+    readonly stream: string,
+    readonly current: number,
+    readonly wanted: number,
+    options?: ErrorOptions,
+  ) {
+    const why = (options?.cause as Error | undefined)?.message ?? `it kept ${current}`;
+    super(
+      `stream ${stream} has ${current} replica(s) but TRIBUTARY_JS_REPLICAS asks for ${wanted}, and the server ` +
+        `did not change it (${why}); set TRIBUTARY_JS_REPLICAS=${current}, or run a NATS cluster of at least ` +
+        `${wanted} nodes`,
+      options,
+    );
+  }
+}
+
+/** Thrown when more than one replica is asked of a NATS server that is not part of a cluster. */
+export class JetStreamNotClusteredError extends Error {
+  override readonly name = 'JetStreamNotClusteredError';
+
+  constructor(
+    readonly server: string,
+    readonly wanted: number,
+  ) {
+    super(
+      `TRIBUTARY_JS_REPLICAS asks for ${wanted} replicas, but the NATS server at ${server} is not part of a ` +
+        `cluster and keeps one copy of each stream; set TRIBUTARY_JS_REPLICAS=1, or run a NATS cluster of at ` +
+        `least ${wanted} nodes`,
+    );
+  }
+}
+
+/**
+ * Creates Tributary's streams if they are missing (idempotent; every service may call it), each
+ * with `replicas` copies; a stream that exists with another count is changed to it. Waits first
+ * for JetStream to answer, as a NATS cluster that just started has no meta leader yet.
+ * @throws JetStreamNotClusteredError for more than one replica on a server outside a cluster.
+ * @throws StreamReplicasError when the server refuses to give an existing stream `replicas` copies.
+ */
+export async function ensureStreams(nc: NatsConnection, replicas = 1): Promise<JetStreamManager> {
+  checkClustered(nc, replicas);
+  const jsm = await waitForJetStream(nc);
   const existing = new Set<string>();
   for await (const name of jsm.streams.names()) existing.add(name);
   for (const cfg of STREAM_CONFIGS) {
-    if (existing.has(cfg.name)) continue;
-    try {
-      await jsm.streams.add({ storage: StorageType.File, ...cfg });
-    } catch (err) {
-      // Another service may have created it between our listing and our add.
-      if (!(err instanceof JetStreamApiError)) throw err;
-      await jsm.streams.info(cfg.name);
+    if (!existing.has(cfg.name)) {
+      try {
+        await jsm.streams.add({ storage: StorageType.File, num_replicas: replicas, ...cfg });
+      } catch (err) {
+        // Another service may have created it between our listing and our add.
+        if (!(err instanceof JetStreamApiError)) throw err;
+        await jsm.streams.info(cfg.name).catch(() => Promise.reject(err));
+      }
     }
+    await reconcileReplicas(jsm, cfg.name, replicas);
   }
   return jsm;
+}
+
+/**
+ * Refuses more than one replica on a server outside a cluster: it would take the setting and
+ * still keep a single copy.
+ * @throws StreamReplicasError naming the server.
+ */
+function checkClustered(nc: NatsConnection, replicas: number): void {
+  if (replicas <= 1 || nc.info?.cluster) return;
+  throw new JetStreamNotClusteredError(nc.getServer(), replicas);
+}
+
+/** Gives an existing stream `replicas` copies if it has another count (a no-op when it has). */
+async function reconcileReplicas(jsm: JetStreamManager, stream: string, replicas: number): Promise<void> {
+  const { config } = await jsm.streams.info(stream);
+  const current = config.num_replicas || 1;
+  if (current === replicas) return;
+  let updated: number;
+  try {
+    updated = (await jsm.streams.update(stream, { ...config, num_replicas: replicas })).config.num_replicas || 1;
+  } catch (cause) {
+    if (!(cause instanceof JetStreamApiError)) throw cause;
+    throw new StreamReplicasError(stream, current, replicas, { cause });
+  }
+  if (updated !== replicas) throw new StreamReplicasError(stream, updated, replicas);
 }
 
 /** Creates (if missing) the durable pull consumer the trainers of a job share. */
@@ -67,13 +138,30 @@ export interface Buckets {
   members: KV;
 }
 
-/** Opens (creating if missing) the KV buckets. */
-export async function openBuckets(nc: NatsConnection): Promise<Buckets> {
-  const kvm = new Kvm(nc);
+/**
+ * Opens (creating if missing) the KV buckets, each with `replicas` copies; a bucket that exists
+ * with another count is changed to it.
+ * @throws JetStreamNotClusteredError for more than one replica on a server outside a cluster.
+ * @throws StreamReplicasError when the server refuses to change an existing bucket's replicas.
+ */
+export async function openBuckets(nc: NatsConnection, replicas = 1): Promise<Buckets> {
   const [pservers, jobs, members] = await Promise.all([
-    kvm.create(KV_BUCKETS.pservers, { history: 1 }),
-    kvm.create(KV_BUCKETS.jobs, { history: 1 }),
-    kvm.create(KV_BUCKETS.members, { history: 1, ttl: MEMBERS_BUCKET_TTL_MS }),
+    openBucket(nc, KV_BUCKETS.pservers, replicas),
+    openBucket(nc, KV_BUCKETS.jobs, replicas),
+    openBucket(nc, KV_BUCKETS.members, replicas, MEMBERS_BUCKET_TTL_MS),
   ]);
   return { pservers, jobs, members };
+}
+
+/**
+ * Opens (creating if missing) one of Tributary's KV buckets with `replicas` copies (history 1,
+ * entries living `ttlMs` when given); an existing bucket with another count is changed to it.
+ * @throws JetStreamNotClusteredError for more than one replica on a server outside a cluster.
+ * @throws StreamReplicasError when the server refuses that change.
+ */
+export async function openBucket(nc: NatsConnection, bucket: string, replicas = 1, ttlMs?: number): Promise<KV> {
+  checkClustered(nc, replicas);
+  const kv = await new Kvm(nc).create(bucket, { history: 1, replicas, ...(ttlMs === undefined ? {} : { ttl: ttlMs }) });
+  await reconcileReplicas(await jetstreamManager(nc), `KV_${bucket}`, replicas);
+  return kv;
 }

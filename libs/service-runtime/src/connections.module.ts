@@ -60,7 +60,7 @@ export class ConnectionsModule {
           useFactory: async () => {
             readiness.set('nats', () => `connecting to ${config.natsUrl}`);
             const nc = await connectNats(config.natsUrl, `${role} ${config.id}`, logger);
-            await ensureStreams(nc);
+            await ensureStreams(nc, config.jsReplicas);
             readiness.set('nats', natsReadiness(nc));
             return nc;
           },
@@ -68,7 +68,7 @@ export class ConnectionsModule {
         {
           provide: BUCKETS,
           inject: [NATS_CONNECTION],
-          useFactory: (nc: NatsConnection): Promise<Buckets> => openBuckets(nc),
+          useFactory: (nc: NatsConnection): Promise<Buckets> => openBuckets(nc, config.jsReplicas),
         },
         {
           provide: REDIS_CONNECTION,

@@ -36,6 +36,7 @@ describe('evaluator module', () => {
       logFormat: 'text',
       metricsHost: '127.0.0.1',
       metricsPort: 0,
+      jsReplicas: 1,
       backend: 'cpu',
       statusTimeoutMs: 500,
       niceness: 0,

@@ -50,6 +50,7 @@ describe('pserver module', () => {
       logFormat: 'text',
       metricsHost: '127.0.0.1',
       metricsPort: 0,
+      jsReplicas: 1,
       shard: 0,
       host: '127.0.0.1',
       port: 0,

@@ -49,6 +49,7 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       logFormat: 'text' as const,
       metricsHost: '127.0.0.1',
       metricsPort: 0,
+      jsReplicas: 1,
       backend,
       idleTaskWaitMs: 1_000,
       progressLogIntervalMs: 10_000,

@@ -77,7 +77,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     const beacon = this.beacon;
 
     const metrics = new TrainerMetrics(this.serviceMetrics);
-    const master = new MasterClient(this.nc, id, { logger: this.logger });
+    const master = new MasterClient(this.nc, id, { logger: this.logger, jsReplicas: this.config.jsReplicas });
     this.jobRecords = new JobRecordsView(await master.watchJobs());
     const jobTrainer = new JobTrainer({
       master,
