@@ -133,9 +133,10 @@ export class StepStream {
         },
       };
       // Each chunk is written with the next one read, so that the last is marked.
-      let next = chunks.next();
+      let next: IteratorResult<PushChunk> | undefined;
       const pump = (): void => {
         try {
+          next ??= chunks.next();
           while (writing && !next.done) {
             const chunk: PushChunk = { ...next.value, round, last: false };
             first ??= chunk;
