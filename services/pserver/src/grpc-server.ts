@@ -104,6 +104,7 @@ export const PSERVER_HEALTH_SERVICES = ['', 'tributary.pserver.v1.ParameterServe
  * The `ParameterServer` gRPC service over a `ParameterShard`. Refusals become gRPC errors with
  * the status code of their reason, the reason in `tributary-error-reason` and, for a version
  * refusal, the shard's version in `tributary-shard-version`; nothing else escapes a handler.
+ * A refused round of a `Steps` stream carries the same in its reply and the stream goes on.
  * Beside it, the standard health service (`grpc.health.v1.Health`) says SERVING from `start`
  * until `stop`, NOT_SERVING otherwise.
  */
