@@ -127,10 +127,10 @@ export class PserverClient {
   ) {
     this.shard = options.shard ?? 0;
     this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS;
+    this.stepStreams = options.stepStreams ?? true;
     this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.gradientType = wireType(options.transfer?.gradients ?? 'float32', 'gradients');
     this.paramsType = wireType(options.transfer?.params ?? 'float32', 'params');
-    this.stepStreams = options.stepStreams ?? true;
     this.client = new ParameterServerClient(address, credentials.createInsecure(), {
       ...CLIENT_CHANNEL_OPTIONS,
       ...options.channelOptions,
