@@ -212,6 +212,16 @@ export interface PushChunk {
   pullWaitMs: number;
   /** PushPull only: the element type the parameters of the reply travel in, as PullRequest.dtype. */
   pullDtype: DataType;
+  /**
+   * Steps only: the round this chunk belongs to, set by the trainer, the same on every chunk of
+   * one push and different from the previous round's.
+   */
+  round: number;
+  /**
+   * Steps only: marks the last chunk of the round's push. A trainer whose round was refused
+   * before it sent every chunk ends the round with a chunk that carries the header alone.
+   */
+  last: boolean;
 }
 
 export interface PushReply {
@@ -252,6 +262,11 @@ export interface PullChunk {
  * sent as soon as the push is taken; the parameters follow as PullParams streams them, every
  * message repeating the outcome, or the stream ends there when they were not ready within
  * pull_wait_ms (the trainer then pulls them as usual).
+ *
+ * On a Steps stream the replies of one round carry its `round`, and the round's last message has
+ * `round_done` (a message without parameters when they were not ready in time). A refused push
+ * is answered by one message with `round_done` and a non-zero `status_code`: the refusal that
+ * PushPull would have ended the call with, the stream serving the next round.
  */
 export interface PushPullReply {
   /** The shard version after the push. */
@@ -262,7 +277,21 @@ export interface PushPullReply {
   version: number;
   /** Number of tensors in the whole reply. */
   tensorCount: number;
-  tensor?: Tensor | undefined;
+  tensor?:
+    | Tensor
+    | undefined;
+  /** Steps only: the round of the push this message answers. */
+  round: number;
+  /** Steps only: the round's last message. */
+  roundDone: boolean;
+  /** Steps only: the gRPC status code of a refusal (0 when the push was taken). */
+  statusCode: number;
+  /** Steps only: the refusal's message. */
+  statusMessage: string;
+  /** Steps only: the refusal's reason, as the `tributary-error-reason` metadata of a call. */
+  statusReason: string;
+  /** Steps only: the shard's version of a version refusal, as `tributary-shard-version`. */
+  statusShardVersion: number;
 }
 
 export interface SaveRequest {
@@ -1515,7 +1544,17 @@ export const LeaveReply: MessageFns<LeaveReply> = {
 };
 
 function createBasePushChunk(): PushChunk {
-  return { jobId: "", trainerId: "", version: 0, samples: 0, tensor: undefined, pullWaitMs: 0, pullDtype: 0 };
+  return {
+    jobId: "",
+    trainerId: "",
+    version: 0,
+    samples: 0,
+    tensor: undefined,
+    pullWaitMs: 0,
+    pullDtype: 0,
+    round: 0,
+    last: false,
+  };
 }
 
 export const PushChunk: MessageFns<PushChunk> = {
@@ -1540,6 +1579,12 @@ export const PushChunk: MessageFns<PushChunk> = {
     }
     if (message.pullDtype !== 0) {
       writer.uint32(56).int32(message.pullDtype);
+    }
+    if (message.round !== 0) {
+      writer.uint32(64).uint64(message.round);
+    }
+    if (message.last !== false) {
+      writer.uint32(72).bool(message.last);
     }
     return writer;
   },
@@ -1613,6 +1658,22 @@ export const PushChunk: MessageFns<PushChunk> = {
             message.pullDtype = reader.int32() as any;
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.round = longToNumber(reader.uint64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.last = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1650,6 +1711,8 @@ export const PushChunk: MessageFns<PushChunk> = {
         : isSet(object.pull_dtype)
         ? dataTypeFromJSON(object.pull_dtype)
         : 0,
+      round: isSet(object.round) ? globalThis.Number(object.round) : 0,
+      last: isSet(object.last) ? globalThis.Boolean(object.last) : false,
     };
   },
 
@@ -1676,6 +1739,12 @@ export const PushChunk: MessageFns<PushChunk> = {
     if (message.pullDtype !== 0) {
       obj.pullDtype = dataTypeToJSON(message.pullDtype);
     }
+    if (message.round !== 0) {
+      obj.round = Math.round(message.round);
+    }
+    if (message.last !== false) {
+      obj.last = message.last;
+    }
     return obj;
   },
 
@@ -1693,6 +1762,8 @@ export const PushChunk: MessageFns<PushChunk> = {
       : undefined;
     message.pullWaitMs = object.pullWaitMs ?? 0;
     message.pullDtype = object.pullDtype ?? 0;
+    message.round = object.round ?? 0;
+    message.last = object.last ?? false;
     return message;
   },
 };
@@ -2059,7 +2130,20 @@ export const PullChunk: MessageFns<PullChunk> = {
 };
 
 function createBasePushPullReply(): PushPullReply {
-  return { pushVersion: 0, accepted: false, withParams: false, version: 0, tensorCount: 0, tensor: undefined };
+  return {
+    pushVersion: 0,
+    accepted: false,
+    withParams: false,
+    version: 0,
+    tensorCount: 0,
+    tensor: undefined,
+    round: 0,
+    roundDone: false,
+    statusCode: 0,
+    statusMessage: "",
+    statusReason: "",
+    statusShardVersion: 0,
+  };
 }
 
 export const PushPullReply: MessageFns<PushPullReply> = {
@@ -2081,6 +2165,24 @@ export const PushPullReply: MessageFns<PushPullReply> = {
     }
     if (message.tensor !== undefined) {
       Tensor.encode(message.tensor, writer.uint32(50).fork()).join();
+    }
+    if (message.round !== 0) {
+      writer.uint32(56).uint64(message.round);
+    }
+    if (message.roundDone !== false) {
+      writer.uint32(64).bool(message.roundDone);
+    }
+    if (message.statusCode !== 0) {
+      writer.uint32(72).uint32(message.statusCode);
+    }
+    if (message.statusMessage !== "") {
+      writer.uint32(82).string(message.statusMessage);
+    }
+    if (message.statusReason !== "") {
+      writer.uint32(90).string(message.statusReason);
+    }
+    if (message.statusShardVersion !== 0) {
+      writer.uint32(96).int64(message.statusShardVersion);
     }
     return writer;
   },
@@ -2146,6 +2248,54 @@ export const PushPullReply: MessageFns<PushPullReply> = {
             message.tensor = Tensor.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.round = longToNumber(reader.uint64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.roundDone = reader.bool();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.statusCode = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.statusMessage = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.statusReason = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.statusShardVersion = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2178,6 +2328,32 @@ export const PushPullReply: MessageFns<PushPullReply> = {
         ? globalThis.Number(object.tensor_count)
         : 0,
       tensor: isSet(object.tensor) ? Tensor.fromJSON(object.tensor) : undefined,
+      round: isSet(object.round) ? globalThis.Number(object.round) : 0,
+      roundDone: isSet(object.roundDone)
+        ? globalThis.Boolean(object.roundDone)
+        : isSet(object.round_done)
+        ? globalThis.Boolean(object.round_done)
+        : false,
+      statusCode: isSet(object.statusCode)
+        ? globalThis.Number(object.statusCode)
+        : isSet(object.status_code)
+        ? globalThis.Number(object.status_code)
+        : 0,
+      statusMessage: isSet(object.statusMessage)
+        ? globalThis.String(object.statusMessage)
+        : isSet(object.status_message)
+        ? globalThis.String(object.status_message)
+        : "",
+      statusReason: isSet(object.statusReason)
+        ? globalThis.String(object.statusReason)
+        : isSet(object.status_reason)
+        ? globalThis.String(object.status_reason)
+        : "",
+      statusShardVersion: isSet(object.statusShardVersion)
+        ? globalThis.Number(object.statusShardVersion)
+        : isSet(object.status_shard_version)
+        ? globalThis.Number(object.status_shard_version)
+        : 0,
     };
   },
 
@@ -2201,6 +2377,24 @@ export const PushPullReply: MessageFns<PushPullReply> = {
     if (message.tensor !== undefined) {
       obj.tensor = Tensor.toJSON(message.tensor);
     }
+    if (message.round !== 0) {
+      obj.round = Math.round(message.round);
+    }
+    if (message.roundDone !== false) {
+      obj.roundDone = message.roundDone;
+    }
+    if (message.statusCode !== 0) {
+      obj.statusCode = Math.round(message.statusCode);
+    }
+    if (message.statusMessage !== "") {
+      obj.statusMessage = message.statusMessage;
+    }
+    if (message.statusReason !== "") {
+      obj.statusReason = message.statusReason;
+    }
+    if (message.statusShardVersion !== 0) {
+      obj.statusShardVersion = Math.round(message.statusShardVersion);
+    }
     return obj;
   },
 
@@ -2217,6 +2411,12 @@ export const PushPullReply: MessageFns<PushPullReply> = {
     message.tensor = (object.tensor !== undefined && object.tensor !== null)
       ? Tensor.fromPartial(object.tensor)
       : undefined;
+    message.round = object.round ?? 0;
+    message.roundDone = object.roundDone ?? false;
+    message.statusCode = object.statusCode ?? 0;
+    message.statusMessage = object.statusMessage ?? "";
+    message.statusReason = object.statusReason ?? "";
+    message.statusShardVersion = object.statusShardVersion ?? 0;
     return message;
   },
 };
@@ -2805,6 +3005,20 @@ export const ParameterServerService = {
     responseSerialize: (value: PushPullReply): Buffer => Buffer.from(PushPullReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): PushPullReply => PushPullReply.decode(value),
   },
+  /**
+   * PushPull's rounds, one after another, on one long-lived stream per trainer and shard, so a
+   * step pays no call setup. Each round is a push (chunks of one `round`, the last one marked
+   * `last`) answered as PushPull answers it; the stream outlives refusals.
+   */
+  steps: {
+    path: "/tributary.pserver.v1.ParameterServer/Steps" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: PushChunk): Buffer => Buffer.from(PushChunk.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PushChunk => PushChunk.decode(value),
+    responseSerialize: (value: PushPullReply): Buffer => Buffer.from(PushPullReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PushPullReply => PushPullReply.decode(value),
+  },
   save: {
     path: "/tributary.pserver.v1.ParameterServer/Save" as const,
     requestStream: false as const,
@@ -2839,6 +3053,12 @@ export interface ParameterServerServer extends UntypedServiceImplementation {
    * quorum completes it), in asynchronous mode those after the push. One round trip per step.
    */
   pushPull: handleBidiStreamingCall<PushChunk, PushPullReply>;
+  /**
+   * PushPull's rounds, one after another, on one long-lived stream per trainer and shard, so a
+   * step pays no call setup. Each round is a push (chunks of one `round`, the last one marked
+   * `last`) answered as PushPull answers it; the stream outlives refusals.
+   */
+  steps: handleBidiStreamingCall<PushChunk, PushPullReply>;
   save: handleUnaryCall<SaveRequest, SaveReply>;
   status: handleUnaryCall<StatusRequest, StatusReply>;
 }
@@ -2942,6 +3162,14 @@ export interface ParameterServerClient extends Client {
   pushPull(): ClientDuplexStream<PushChunk, PushPullReply>;
   pushPull(options: Partial<CallOptions>): ClientDuplexStream<PushChunk, PushPullReply>;
   pushPull(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<PushChunk, PushPullReply>;
+  /**
+   * PushPull's rounds, one after another, on one long-lived stream per trainer and shard, so a
+   * step pays no call setup. Each round is a push (chunks of one `round`, the last one marked
+   * `last`) answered as PushPull answers it; the stream outlives refusals.
+   */
+  steps(): ClientDuplexStream<PushChunk, PushPullReply>;
+  steps(options: Partial<CallOptions>): ClientDuplexStream<PushChunk, PushPullReply>;
+  steps(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<PushChunk, PushPullReply>;
   save(request: SaveRequest, callback: (error: ServiceError | null, response: SaveReply) => void): ClientUnaryCall;
   save(
     request: SaveRequest,

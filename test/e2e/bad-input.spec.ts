@@ -264,6 +264,8 @@ describe('bad input, end to end', () => {
             samples: 1,
             pullWaitMs: 0,
             pullDtype: DataType.UNSPECIFIED,
+            round: 0,
+            last: false,
             tensor: {
               name: param.name,
               dtype: DataType.FLOAT32,

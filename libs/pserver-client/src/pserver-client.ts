@@ -34,6 +34,7 @@ import {
 } from '#libs/pserver-protocol';
 import { CALL_TIMEOUT_MS, DEFAULT_PULL_WAIT_MS, PULL_DEADLINE_MARGIN_MS } from './call-deadlines.js';
 import { fromServiceError } from './errors.js';
+import { StepStream } from './step-stream.js';
 
 /** Settings of a `PserverClient`. */
 export interface PserverClientOptions {
@@ -47,6 +48,12 @@ export interface PserverClientOptions {
   maxChunkBytes?: number;
   /** The element types tensors travel in. Default float32 both ways. */
   transfer?: Partial<TransferTypes>;
+  /**
+   * Whether `pushPull` runs its rounds on a long-lived `Steps` stream (the default) rather than
+   * one `PushPull` call each, which pays the call's setup every step; false for a shard that
+   * predates `Steps`.
+   */
+  stepStreams?: boolean;
 }
 
 /**
@@ -109,6 +116,9 @@ export class PserverClient {
   private readonly maxChunkBytes: number;
   private readonly gradientType: DataType;
   private readonly paramsType: DataType;
+  private readonly stepStreams: boolean;
+  /** Open `Steps` streams; a round takes an idle one or opens one. */
+  private readonly steps = new Set<StepStream>();
 
   constructor(
     /** `host:port` of the shard. */
@@ -117,6 +127,7 @@ export class PserverClient {
   ) {
     this.shard = options.shard ?? 0;
     this.callTimeoutMs = options.callTimeoutMs ?? CALL_TIMEOUT_MS;
+    this.stepStreams = options.stepStreams ?? true;
     this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.gradientType = wireType(options.transfer?.gradients ?? 'float32', 'gradients');
     this.paramsType = wireType(options.transfer?.params ?? 'float32', 'params');
@@ -171,6 +182,8 @@ export class PserverClient {
       tensor,
       pullWaitMs: 0,
       pullDtype: DataType.UNSPECIFIED,
+      round: 0,
+      last: false,
     }));
     return this.clientStream<PushChunk, PushReply>(
       (cb) => this.client.pushGradients(this.meta(), this.callOptions(), cb),
@@ -184,13 +197,32 @@ export class PserverClient {
    * trainer needs next (see `PushPull` in the proto), waiting up to `waitMs` for them on the
    * shard. Once the push's outcome is in, `signal` ends the wait for the parameters (the result
    * then has none); the push itself is never cut. Refusals reject as `pushGradients` does.
+   *
+   * Rounds run on a `Steps` stream (see `StepStream`), opened on first use and kept for the
+   * next round, unless the client was made without `stepStreams`; a round that fails with the
+   * stream, or outlives `callTimeoutMs + waitMs`, rejects as a failed call would and the next
+   * round opens a new stream.
    */
   async pushPull(request: PushRequest, waitMs: number, signal?: AbortSignal): Promise<PushPullResult> {
+    const chunks = this.pushPullChunks(request, waitMs);
+    if (!this.stepStreams) return this.pushPullCall(chunks, request.version, waitMs, signal);
+    const stream = this.idleStepStream() ?? this.openStepStream();
+    try {
+      return await stream.run({
+        chunks,
+        pushedVersion: request.version,
+        timeoutMs: this.callTimeoutMs + waitMs,
+        signal,
+      });
+    } finally {
+      if (!stream.usable) this.steps.delete(stream);
+    }
+  }
+
+  /** A push-pull's messages, as `pushGradients` sends them with the wait and the params' type. */
+  private pushPullChunks(request: PushRequest, waitMs: number): Iterator<PushChunk> {
     const { jobId, trainerId, version, samples, gradients } = request;
-    const call: ClientDuplexStream<PushChunk, PushPullReply> = this.client.pushPull(this.meta(), {
-      deadline: Date.now() + this.callTimeoutMs + waitMs,
-    });
-    const chunks = this.chunked(gradients, this.gradientType, (tensor) => ({
+    return this.chunked(gradients, this.gradientType, (tensor) => ({
       jobId,
       trainerId,
       version,
@@ -198,7 +230,35 @@ export class PserverClient {
       tensor,
       pullWaitMs: waitMs,
       pullDtype: this.paramsType,
+      round: 0,
+      last: false,
     }));
+  }
+
+  private idleStepStream(): StepStream | undefined {
+    for (const stream of this.steps) {
+      if (!stream.usable) this.steps.delete(stream);
+      else if (!stream.busy) return stream;
+    }
+    return undefined;
+  }
+
+  private openStepStream(): StepStream {
+    const stream = new StepStream(() => this.client.steps(this.meta()), this.shard);
+    this.steps.add(stream);
+    return stream;
+  }
+
+  /** One push-pull round as a `PushPull` call of its own. */
+  private async pushPullCall(
+    chunks: Iterator<PushChunk>,
+    version: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<PushPullResult> {
+    const call: ClientDuplexStream<PushChunk, PushPullReply> = this.client.pushPull(this.meta(), {
+      deadline: Date.now() + this.callTimeoutMs + waitMs,
+    });
     const assembler = new TensorAssembler();
     let push: PushReply | undefined;
     let paramsVersion = -1;
@@ -288,8 +348,10 @@ export class PserverClient {
     return this.unary((cb) => this.client.status({ jobId }, this.meta(), this.callOptions(), cb));
   }
 
-  /** Closes the channel; calls in flight fail. */
+  /** Ends the step streams and closes the channel; calls in flight fail. */
   close(): void {
+    for (const stream of this.steps) stream.close();
+    this.steps.clear();
     this.client.close();
   }
 

@@ -16,6 +16,7 @@ export const ParameterServerService = {
   pushGradients: { ...GeneratedService.pushGradients, requestSerialize: encodePushChunk },
   pullParams: { ...GeneratedService.pullParams, responseSerialize: encodePullChunk },
   pushPull: { ...GeneratedService.pushPull, requestSerialize: encodePushChunk, responseSerialize: encodePushPullReply },
+  steps: { ...GeneratedService.steps, requestSerialize: encodePushChunk, responseSerialize: encodePushPullReply },
 } as const satisfies typeof GeneratedService;
 
 /** A client of the parameter server's gRPC service, over {@link ParameterServerService}. */

@@ -47,7 +47,9 @@ describe('tensor wire', () => {
         fc.nat(),
         tensors,
         fc.constantFrom(DataType.UNSPECIFIED, DataType.FLOAT32, DataType.FLOAT16, DataType.BFLOAT16),
-        (jobId, trainerId, version, samples, tensor, pullDtype) => {
+        counts,
+        fc.boolean(),
+        (jobId, trainerId, version, samples, tensor, pullDtype, round, last) => {
           const message: PushChunk = {
             jobId,
             trainerId,
@@ -56,6 +58,8 @@ describe('tensor wire', () => {
             tensor,
             pullWaitMs: samples % 3 === 0 ? 0 : samples,
             pullDtype,
+            round,
+            last,
           };
           expect(PushChunk.decode(encodePushChunk(message))).toEqual(
             PushChunk.decode(PushChunk.encode(message).finish()),
@@ -85,8 +89,16 @@ describe('tensor wire', () => {
         counts,
         fc.nat(),
         tensors,
-        (pushVersion, accepted, withParams, version, tensorCount, tensor) => {
-          const reply: PushPullReply = { pushVersion, accepted, withParams, version, tensorCount, tensor };
+        fc.record({
+          round: counts,
+          roundDone: fc.boolean(),
+          statusCode: fc.nat({ max: 16 }),
+          statusMessage: names,
+          statusReason: names,
+          statusShardVersion: fc.integer({ min: -5, max: 2 ** 40 }),
+        }),
+        (pushVersion, accepted, withParams, version, tensorCount, tensor, step) => {
+          const reply: PushPullReply = { pushVersion, accepted, withParams, version, tensorCount, tensor, ...step };
           expect(PushPullReply.decode(encodePushPullReply(reply))).toEqual(
             PushPullReply.decode(PushPullReply.encode(reply).finish()),
           );
@@ -155,6 +167,8 @@ describe('tensor wire', () => {
             tensor: part,
             pullWaitMs: 30_000,
             pullDtype: dtype,
+            round: 0,
+            last: false,
           }),
         )
         .reduce((n, m) => n + m.length, 0);

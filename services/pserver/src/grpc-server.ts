@@ -21,7 +21,6 @@ import {
   SERVER_CHANNEL_OPTIONS,
   SHARD_VERSION_METADATA_KEY,
   TensorAssembler,
-  float32Values,
   tensorParts,
   typedArrayOf,
   type DataType,
@@ -41,6 +40,7 @@ import type { LineLogger } from '#libs/logging';
 import { GradientVersionError, InvalidRequestError, ShardError, type ShardErrorReason } from './errors.js';
 import type { JobShard } from './job-shard.js';
 import type { ParameterShard } from './parameter-shard.js';
+import { PushReceiver, sameHeader, type TakenPush } from './push-receiver.js';
 import { requestedParamsType } from './push-validation.js';
 
 /** How long `stop` lets calls in flight finish before cutting them off. */
@@ -61,6 +61,32 @@ const REASON_CODES: Record<ShardErrorReason, GrpcStatus> = {
   checkpoint: GrpcStatus.DATA_LOSS,
 };
 
+/** A `PushPullReply` with every field at its default, which replies spread and override. */
+const EMPTY_PUSH_PULL_REPLY: PushPullReply = {
+  pushVersion: 0,
+  accepted: false,
+  withParams: false,
+  version: 0,
+  tensorCount: 0,
+  tensor: undefined,
+  round: 0,
+  roundDone: false,
+  statusCode: 0,
+  statusMessage: '',
+  statusReason: '',
+  statusShardVersion: 0,
+};
+
+/** How a handler's error is refused: the gRPC status and the metadata a client maps it by. */
+interface Refusal {
+  code: GrpcStatus;
+  details: string;
+  /** `tributary-error-reason`; empty for an unexpected error. */
+  reason: string;
+  /** `tributary-shard-version` of a version refusal. */
+  shardVersion?: number;
+}
+
 /** Settings of a `PserverGrpcServer`. */
 export interface PserverGrpcServerOptions {
   host: string;
@@ -78,6 +104,7 @@ export const PSERVER_HEALTH_SERVICES = ['', 'tributary.pserver.v1.ParameterServe
  * The `ParameterServer` gRPC service over a `ParameterShard`. Refusals become gRPC errors with
  * the status code of their reason, the reason in `tributary-error-reason` and, for a version
  * refusal, the shard's version in `tributary-shard-version`; nothing else escapes a handler.
+ * A refused round of a `Steps` stream carries the same in its reply and the stream goes on.
  * Beside it, the standard health service (`grpc.health.v1.Health`) says SERVING from `start`
  * until `stop`, NOT_SERVING otherwise.
  */
@@ -86,6 +113,10 @@ export class PserverGrpcServer {
   private readonly logger?: LineLogger;
   private readonly maxChunkBytes: number;
   private bound?: { host: string; port: number };
+  /** Set by `stop`: Steps streams end between rounds. */
+  private stopping = false;
+  /** Ends each Steps stream that is waiting for its next round. */
+  private readonly idleStepStreams = new Set<() => void>();
   /** The serving status the gRPC health service answers. */
   readonly health = new HealthStatus();
 
@@ -122,6 +153,8 @@ export class PserverGrpcServer {
   async stop(graceMs = GRPC_SHUTDOWN_GRACE_MS): Promise<void> {
     this.setHealth('NOT_SERVING');
     this.health.endWatches();
+    this.stopping = true;
+    for (const end of this.idleStepStreams) end();
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => {
         this.server.forceShutdown();
@@ -169,6 +202,7 @@ export class PserverGrpcServer {
       pushGradients: (call, callback) => void this.pushGradients(call, callback),
       pullParams: (call) => void this.pullParams(call),
       pushPull: (call) => void this.pushPull(call),
+      steps: (call) => void this.steps(call),
       save: this.unary('Save', (req) => this.shard.save(req.jobId, req.path || undefined)),
       status: this.unary('Status', async (req) => {
         const jobs = req.jobId
@@ -242,10 +276,8 @@ export class PserverGrpcServer {
   }
 
   /**
-   * PushGradients, then the parameters the trainer needs next (see the proto). The push's
-   * outcome goes out at once, so a trainer that must stop can stop waiting; the parameters
-   * follow when they come within `pullWaitMs`, else the stream ends after the outcome and the
-   * trainer pulls them as usual.
+   * PushGradients, then the parameters the trainer needs next (see the proto and `answerPush`);
+   * the call ends once they are sent, or after the outcome when they did not come in time.
    */
   private async pushPull(call: ServerDuplexStream<PushChunk, PushPullReply>): Promise<void> {
     // Reading must not end the call: a finished async iteration destroys the stream by default,
@@ -253,90 +285,174 @@ export class PserverGrpcServer {
     const chunks = call.iterator({ destroyOnReturn: false }) as AsyncIterable<PushChunk>;
     const push = await this.receivePush(chunks, (err) => call.emit('error', this.toServiceError(err, 'PushPull')));
     if (!push) return;
-    const { job, header, reply, paramsType } = push;
-    const outcome = { pushVersion: reply.version, accepted: reply.accepted };
-    call.write({ ...outcome, withParams: false, version: 0, tensorCount: 0 });
-    const abort = new AbortController();
-    const onCancel = () => abort.abort(new Error('push-pull cancelled by the client'));
-    call.on('cancelled', onCancel);
+    const cancel = cancellation(call, 'push-pull cancelled by the client');
     try {
-      const target = job.nextWanted(header.version, reply.version);
-      try {
-        job.wants(target);
-        await job.waitForVersion(target, header.pullWaitMs, abort.signal);
-      } catch {
-        // Not ready in time, or the shard is closing: the trainer pulls, and hears why there.
-        if (!abort.signal.aborted) call.end();
-        return;
-      }
-      const { version, tensors, release } = job.lease();
-      try {
-        await this.streamTensors(call, tensors, paramsType, abort.signal, (tensor) => ({
-          ...outcome,
-          withParams: true,
-          version,
-          tensorCount: tensors.length,
-          tensor,
-        }));
-      } finally {
-        releaseOnceSent(call, release);
-      }
+      if (await this.answerPush(call, push, cancel.signal)) call.end();
     } finally {
-      call.off('cancelled', onCancel);
+      cancel.dispose();
     }
   }
 
   /**
-   * Reads a push stream whole and hands its gradients, decoded to float32 from the dtype each
-   * tensor says, to the job. Returns undefined after `refuse` was called with the error when
-   * anything is wrong (the rest of the stream is read and dropped). `paramsType` is what a
-   * push-pull's parameters are to travel in.
+   * Steps: PushPull's rounds one after another on one stream (see the proto). A refused round is
+   * answered in-band and the stream goes on with the next. The stream ends when the trainer ends
+   * it, when it is cancelled (which also ends a round's wait for the parameters), or between
+   * rounds once the server stops; a round that breaks the framing ends it with an error.
+   */
+  private async steps(call: ServerDuplexStream<PushChunk, PushPullReply>): Promise<void> {
+    const cancel = cancellation(call, 'step stream cancelled by the client');
+    const chunks = call.iterator({ destroyOnReturn: false })[Symbol.asyncIterator]() as AsyncIterator<PushChunk>;
+    try {
+      for (;;) {
+        const first = await this.nextRound(chunks, cancel.signal);
+        if (first === undefined || !(await this.stepRound(call, first, chunks, cancel.signal))) break;
+      }
+      if (!cancel.signal.aborted) call.end();
+    } catch (err) {
+      if (!cancel.signal.aborted) call.emit('error', this.toServiceError(err, 'Steps'));
+    } finally {
+      cancel.dispose();
+    }
+  }
+
+  /**
+   * The first chunk of a Steps stream's next round; undefined when the stream ended or was
+   * cancelled, or the server is stopping, before one came.
+   */
+  private nextRound(chunks: AsyncIterator<PushChunk>, signal: AbortSignal): Promise<PushChunk | undefined> {
+    if (this.stopping || signal.aborted) return Promise.resolve(undefined);
+    return new Promise((resolve, reject) => {
+      const end = () => resolve(undefined);
+      this.idleStepStreams.add(end);
+      signal.addEventListener('abort', end);
+      chunks
+        .next()
+        .then((next) => resolve(next.done ? undefined : next.value), reject)
+        .finally(() => {
+          this.idleStepStreams.delete(end);
+          signal.removeEventListener('abort', end);
+        });
+    });
+  }
+
+  /**
+   * Reads one round of a Steps stream, from its `first` chunk to the one marked `last`, and
+   * answers it as PushPull would; a refusal is answered at once, in-band, and the rest of the
+   * round read and dropped. False when the stream ended or was cancelled within the round.
+   */
+  private async stepRound(
+    call: ServerDuplexStream<PushChunk, PushPullReply>,
+    first: PushChunk,
+    chunks: AsyncIterator<PushChunk>,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const { round } = first;
+    const receiver = new PushReceiver(this.shard, 'Steps');
+    let refused = false;
+    for (let chunk = first; ;) {
+      if (!refused) {
+        try {
+          await receiver.add(chunk);
+        } catch (err) {
+          refused = true;
+          this.refuseRound(call, round, err);
+        }
+      }
+      if (chunk.last) break;
+      const next = await chunks.next();
+      if (next.done) return false;
+      chunk = next.value;
+      sameHeader({ round }, { round: chunk.round });
+    }
+    if (refused) return true;
+    let push: TakenPush;
+    try {
+      push = receiver.finish();
+    } catch (err) {
+      this.refuseRound(call, round, err);
+      return true;
+    }
+    return this.answerPush(call, push, signal, round);
+  }
+
+  /** Answers a round of a Steps stream with the refusal PushPull would have failed with. */
+  private refuseRound(call: ServerDuplexStream<PushChunk, PushPullReply>, round: number, err: unknown): void {
+    const refusal = this.refusalOf(err, 'Steps');
+    call.write({
+      ...EMPTY_PUSH_PULL_REPLY,
+      round,
+      roundDone: true,
+      statusCode: refusal.code,
+      statusMessage: refusal.details,
+      statusReason: refusal.reason,
+      statusShardVersion: refusal.shardVersion ?? 0,
+    });
+  }
+
+  /**
+   * Answers a taken push: its outcome at once, so a trainer that must stop can stop waiting,
+   * then the parameters the trainer needs next when they come within its `pullWaitMs` (else
+   * it pulls them as usual). With a `round` (a Steps stream) each message carries it and the
+   * round's last one `roundDone`, which is a message of its own when the parameters did not
+   * come. False when `signal` (the client's cancel) cut it short.
+   */
+  private async answerPush(
+    call: ServerDuplexStream<PushChunk, PushPullReply>,
+    push: TakenPush,
+    signal: AbortSignal,
+    round?: number,
+  ): Promise<boolean> {
+    const { job, header, reply, paramsType } = push;
+    const outcome = {
+      ...EMPTY_PUSH_PULL_REPLY,
+      round: round ?? 0,
+      pushVersion: reply.version,
+      accepted: reply.accepted,
+    };
+    call.write(outcome);
+    const target = job.nextWanted(header.version, reply.version);
+    try {
+      job.wants(target);
+      await job.waitForVersion(target, header.pullWaitMs, signal);
+    } catch {
+      // Not ready in time, or the shard is closing: the trainer pulls, and hears why there.
+      if (signal.aborted) return false;
+      if (round !== undefined) call.write({ ...outcome, roundDone: true });
+      return true;
+    }
+    const { version, tensors, release } = job.lease();
+    return this.streamTensors(call, tensors, paramsType, signal, release, (tensor, last) => ({
+      ...outcome,
+      withParams: true,
+      version,
+      tensorCount: tensors.length,
+      tensor,
+      roundDone: round !== undefined && last,
+    }));
+  }
+
+  /**
+   * Reads a push stream whole and hands its gradients to the job (see `PushReceiver`). Returns
+   * undefined after `refuse` was called with the error when anything is wrong (the rest of the
+   * stream is read and dropped).
    */
   private async receivePush(
     call: AsyncIterable<PushChunk>,
     refuse: (err: unknown) => void,
-  ): Promise<{ job: JobShard; header: PushHeader; reply: PushReply; paramsType: DataType } | undefined> {
-    let job: JobShard | undefined;
-    let header: PushHeader | undefined;
-    let assembler: TensorAssembler | undefined;
+  ): Promise<TakenPush | undefined> {
+    const receiver = new PushReceiver(this.shard, 'PushGradients');
     let failed = false;
     try {
       for await (const chunk of call) {
         if (failed) continue;
         try {
-          if (!header) {
-            header = {
-              jobId: chunk.jobId,
-              trainerId: chunk.trainerId,
-              version: chunk.version,
-              samples: chunk.samples,
-              pullWaitMs: chunk.pullWaitMs,
-              pullDtype: chunk.pullDtype,
-            };
-            requestedParamsType(chunk.pullDtype, 'pull_dtype');
-            job = await this.shard.job(chunk.jobId);
-            // Refuse a stale push before reading megabytes of it.
-            job.checkPushVersion(chunk.version);
-            const j = job;
-            assembler = new TensorAssembler((name, dtype, shape) => j.expectGradient(name, dtype, shape));
-          } else {
-            sameHeader(header, chunk);
-          }
-          if (chunk.tensor) assembler!.add(chunk.tensor);
+          await receiver.add(chunk);
         } catch (err) {
           failed = true;
           refuse(err);
         }
       }
-      if (failed) return undefined;
-      if (!job || !header || !assembler) throw new InvalidRequestError('PushGradients', 'the stream carried no chunk');
-      const gradients = new Map(assembler.finish().map((t) => [t.name, float32Values(t)]));
-      return {
-        job,
-        header,
-        reply: job.push(header.trainerId, header.version, header.samples, gradients),
-        paramsType: requestedParamsType(header.pullDtype, 'pull_dtype'),
-      };
+      return failed ? undefined : receiver.finish();
     } catch (err) {
       if (!failed) refuse(err);
       return undefined;
@@ -345,9 +461,7 @@ export class PserverGrpcServer {
 
   private async pullParams(call: ServerWritableStream<PullRequest, PullChunk>): Promise<void> {
     const req = call.request;
-    const abort = new AbortController();
-    const onCancel = () => abort.abort(new Error('pull cancelled by the client'));
-    call.on('cancelled', onCancel);
+    const cancel = cancellation(call, 'pull cancelled by the client');
     try {
       const paramsType = requestedParamsType(req.dtype, 'dtype');
       const job = await this.shard.job(req.jobId);
@@ -356,90 +470,122 @@ export class PserverGrpcServer {
       const waitFor = req.snapshotVersion ?? req.minVersion;
       if (req.snapshotVersion === undefined) job.wants(req.minVersion);
       if (req.snapshotVersion === undefined || job.version < req.snapshotVersion) {
-        await job.waitForVersion(waitFor, req.waitMs, abort.signal);
+        await job.waitForVersion(waitFor, req.waitMs, cancel.signal);
       }
       const { version, tensors, release } = job.lease(req.snapshotVersion);
-      try {
-        await this.streamTensors(call, tensors, paramsType, abort.signal, (tensor) => ({
-          version,
-          tensorCount: tensors.length,
-          tensor,
-        }));
-      } finally {
-        releaseOnceSent(call, release);
-      }
+      const sent = await this.streamTensors(call, tensors, paramsType, cancel.signal, release, (tensor) => ({
+        version,
+        tensorCount: tensors.length,
+        tensor,
+      }));
+      if (sent) call.end();
     } catch (err) {
-      if (abort.signal.aborted) return;
+      if (cancel.signal.aborted) return;
       call.emit('error', this.toServiceError(err, 'PullParams'));
     } finally {
-      call.off('cancelled', onCancel);
+      cancel.dispose();
     }
   }
 
   /**
-   * Streams tensors in parts as `dtype`, one message per part (`message(undefined)` alone when
-   * there are none), waiting for the client to drain, then ends the stream; stops quietly once
-   * aborted.
+   * Streams leased tensors in parts as `dtype`, one message per part (`message(undefined, true)`
+   * alone when there are none; `last` marks the final part), waiting for the client to drain;
+   * stops quietly once aborted. Releases the lease once the last message is written (see
+   * `releaseOnceWritten`). True when every message was written.
    */
   private async streamTensors<M>(
-    call: { write(message: M): boolean; end(): void } & EventEmitter,
+    call: Writable & { cancelled: boolean },
     tensors: readonly NamedTensor<TensorArray>[],
     dtype: DataType,
     signal: AbortSignal,
-    message: (part: Tensor | undefined) => M,
-  ): Promise<void> {
-    if (tensors.length === 0) call.write(message(undefined));
-    for (const t of tensors) {
-      for (const part of tensorParts(t, this.maxChunkBytes, dtype)) {
-        if (signal.aborted) return;
-        if (!call.write(message(part))) {
-          await Promise.race([once(call, 'drain'), once(signal, 'abort')]);
-        }
+    release: () => void,
+    message: (part: Tensor | undefined, last: boolean) => M,
+  ): Promise<boolean> {
+    const written = releaseOnceWritten(call, release);
+    const maxChunkBytes = this.maxChunkBytes;
+    function* parts(): Generator<Tensor | undefined> {
+      for (const t of tensors) yield* tensorParts(t, maxChunkBytes, dtype);
+    }
+    const messages = tensors.length === 0 ? lastMarked([undefined]) : lastMarked(parts());
+    for (const [part, last] of messages) {
+      if (signal.aborted) break;
+      if (!call.write(message(part, last), last ? written : undefined) && !last) {
+        await Promise.race([once(call, 'drain'), once(signal, 'abort')]);
       }
     }
-    if (!signal.aborted) call.end();
+    // Aborted means cancelled: grpc-js serializes nothing more.
+    if (signal.aborted) written();
+    return !signal.aborted;
   }
 
   private toServiceError(err: unknown, method: string): ServerErrorResponse {
+    const { code, details, reason, shardVersion } = this.refusalOf(err, method);
     const metadata = new Metadata();
+    if (reason !== '') metadata.set(ERROR_REASON_METADATA_KEY, reason);
+    if (shardVersion !== undefined) metadata.set(SHARD_VERSION_METADATA_KEY, String(shardVersion));
+    const message = err instanceof Error ? err.message : String(err);
+    return Object.assign(new Error(message), { code, details, metadata });
+  }
+
+  /** The status a handler's error is refused with; an unexpected error is logged, as INTERNAL. */
+  private refusalOf(err: unknown, method: string): Refusal {
     if (err instanceof ShardError) {
-      metadata.set(ERROR_REASON_METADATA_KEY, err.reason);
-      if (err instanceof GradientVersionError) metadata.set(SHARD_VERSION_METADATA_KEY, String(err.shardVersion));
-      return Object.assign(new Error(err.message), { code: REASON_CODES[err.reason], details: err.message, metadata });
+      return {
+        code: REASON_CODES[err.reason],
+        details: err.message,
+        reason: err.reason,
+        shardVersion: err instanceof GradientVersionError ? err.shardVersion : undefined,
+      };
     }
     if (err instanceof MalformedTensorError) {
-      metadata.set(ERROR_REASON_METADATA_KEY, 'invalid-tensor');
-      return Object.assign(new Error(err.message), {
-        code: GrpcStatus.INVALID_ARGUMENT,
-        details: err.message,
-        metadata,
-      });
+      return { code: GrpcStatus.INVALID_ARGUMENT, details: err.message, reason: 'invalid-tensor' };
     }
     const message = err instanceof Error ? err.message : String(err);
     this.logger?.error(`${method} failed: ${err instanceof Error ? (err.stack ?? message) : message}`);
-    return Object.assign(new Error(message), { code: GrpcStatus.INTERNAL, details: `${method}: ${message}`, metadata });
+    return { code: GrpcStatus.INTERNAL, details: `${method}: ${message}`, reason: '' };
   }
 }
 
+/** An abort signal that aborts when the client cancels `call`; `dispose` stops watching. */
+function cancellation(call: EventEmitter, reason: string): { signal: AbortSignal; dispose(): void } {
+  const abort = new AbortController();
+  const onCancel = () => abort.abort(new Error(reason));
+  call.on('cancelled', onCancel);
+  return { signal: abort.signal, dispose: () => call.off('cancelled', onCancel) };
+}
+
 /**
- * Calls `release` once no message written to `call` can read the parameters it leased any more.
- * A message is a set of views of the leased arrays (`tensorParts` copies nothing of parameters
- * that travel as float32) until grpc-js serializes it, which it does, copying the bytes, before
- * that write completes; writes queued behind a slow client wait unserialized. So the lease ends when the call finished (every write
- * completed), or was cancelled or destroyed (grpc-js then serializes nothing more).
+ * Returns the write callback after which no message written to `call` can read the parameters
+ * leased any more, and calls `release` then. A message is a set of views of the leased arrays
+ * (`tensorParts` copies nothing of parameters that travel as float32) until grpc-js serializes
+ * it, which it does, copying the bytes, before that write completes; writes complete in order,
+ * and writes queued behind a slow client wait unserialized. So the lease ends when the last
+ * message's write completes, or when the call finished, was cancelled or destroyed (grpc-js
+ * then serializes nothing more), whichever comes first.
  */
-function releaseOnceSent(call: Writable & { cancelled: boolean }, release: () => void): void {
-  if (call.cancelled || call.writableFinished || call.destroyed) {
-    release();
-    return;
-  }
+function releaseOnceWritten(call: Writable & { cancelled: boolean }, release: () => void): () => void {
+  let released = false;
   const done = () => {
+    if (released) return;
+    released = true;
     stopWatching();
     call.off('cancelled', done);
     release();
   };
-  const stopWatching = finished(call, { readable: false }, done);
+  const stopWatching = finished(call, { readable: false }, () => done());
   call.once('cancelled', done);
+  if (call.cancelled || call.writableFinished || call.destroyed) done();
+  return done;
+}
+
+/** Each item with whether it is the last one (the next is read ahead). */
+function* lastMarked<T>(items: Iterable<T>): Generator<[T, boolean]> {
+  const it = items[Symbol.iterator]();
+  for (let current = it.next(); !current.done;) {
+    const next = it.next();
+    yield [current.value, next.done === true];
+    current = next;
+  }
 }
 
 /**
@@ -462,27 +608,5 @@ function widenReceiveWindows(server: Server, bytes: number): void {
       }
     };
     h2.on('session', Object.assign(onSession, { widensWindows: true }));
-  }
-}
-
-/** The fields every chunk of a push repeats. */
-interface PushHeader {
-  jobId: string;
-  trainerId: string;
-  version: number;
-  samples: number;
-  pullWaitMs: number;
-  pullDtype: DataType;
-}
-
-/** Every chunk of a stream must repeat the first chunk's header fields. */
-function sameHeader<H extends object>(header: H, chunk: H): void {
-  for (const key of Object.keys(header) as (keyof H & string)[]) {
-    if (header[key] !== chunk[key]) {
-      throw new InvalidRequestError(
-        key,
-        `changed within the stream from ${JSON.stringify(header[key])} to ${JSON.stringify(chunk[key])}`,
-      );
-    }
   }
 }

@@ -139,7 +139,17 @@ function rawPush(k: number, chunks: readonly PushChunk[]): Promise<ServiceError 
 }
 
 function pushChunk(tensor: PushChunk['tensor'], pullDtype = DataType.UNSPECIFIED): PushChunk {
-  return { jobId: 'job-1', trainerId: 't', version: 0, samples: 1, tensor, pullWaitMs: 1_000, pullDtype };
+  return {
+    jobId: 'job-1',
+    trainerId: 't',
+    version: 0,
+    samples: 1,
+    tensor,
+    pullWaitMs: 1_000,
+    pullDtype,
+    round: 0,
+    last: false,
+  };
 }
 
 beforeEach(async () => {
