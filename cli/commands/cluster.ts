@@ -23,6 +23,7 @@ interface UpFlags {
   masters: number;
   detach?: boolean;
   restart: boolean;
+  secure?: boolean;
 }
 
 async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
@@ -42,6 +43,7 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     masters: flags.masters,
     evaluators: 1,
     restart: flags.restart,
+    secure: flags.secure === true,
     say,
   });
   let stopping: Promise<void> | undefined;
@@ -67,7 +69,17 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
       `${flags.trainers} trainers, 1 evaluator ` +
       `(logs in ${join(stateDir, 'logs')}); Ctrl-C stops it`,
   );
+  if (flags.secure) say(secureClusterHint(stateDir));
   await new Promise<never>(() => undefined);
+}
+
+/** How to reach a secured cluster from elsewhere than this checkout's CLI. */
+function secureClusterHint(stateDir: string): string {
+  const file = readClusterFile(stateDir)?.operatorEnvFile;
+  return (
+    `secured: this checkout's \`tributary\` commands use the operator's credentials by themselves; ` +
+    `for other NATS clients, \`source ${file}\``
+  );
 }
 
 async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
@@ -85,6 +97,7 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
     '--masters',
     String(flags.masters),
     ...(flags.restart ? [] : ['--no-restart']),
+    ...(flags.secure ? ['--secure'] : []),
   ];
   const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', out, out], env: { ...process.env } });
   child.unref();
@@ -96,6 +109,7 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
       io.stdout.write(
         `cluster ready (supervisor pid ${child.pid}; logs in ${join(stateDir, 'logs')}); stop it with \`tributary down\`\n`,
       );
+      if (flags.secure) io.stdout.write(`${secureClusterHint(stateDir)}\n`);
       return;
     }
     if (!isAlive(child.pid)) {
@@ -272,6 +286,11 @@ export function register(program: Command, io: CliIo): void {
     .option('--masters <n>', 'number of masters (more than one starts standbys)', positiveInteger, 1)
     .option('--detach', 'start in the background and return once ready')
     .option('--no-restart', 'do not restart services that exit unexpectedly')
+    .option(
+      '--secure',
+      'run secured: TLS everywhere, a NATS user per role with only the subjects it needs, a Redis ACL user ' +
+        '(CA, certificates and passwords made once in the state directory)',
+    )
     .action(async (given: Omit<UpFlags, 'trainers'> & { trainers?: number }) => {
       // A WASM trainer uses one core, so one per core keeps every core busy.
       const flags: UpFlags = { ...given, trainers: given.trainers ?? availableParallelism() };

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { join } from 'node:path';
 import { sleep } from '#libs/retry';
@@ -94,14 +94,23 @@ function startProcess(name: string, bin: string, args: string[], port: number, u
   return started.then(() => waitListening(name, port, child, () => output)).then(() => ({ url, port, child, stop }));
 }
 
-/** Starts `nats-server` with JetStream storing under `dir`, on `port` (free one if omitted). */
-export async function startNatsServer(opts: { dir: string; port?: number; bin?: string }): Promise<ServerProcess> {
+/**
+ * Starts `nats-server` with JetStream storing under `dir`, on `port` (free one if omitted).
+ * `config` is added to its configuration file (users, TLS), which only the owner may read.
+ */
+export async function startNatsServer(opts: {
+  dir: string;
+  port?: number;
+  bin?: string;
+  config?: string;
+}): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
   const store = join(opts.dir, 'jetstream');
   mkdirSync(store, { recursive: true });
   // Older nats-server releases take max_payload only from a config file.
   const conf = join(opts.dir, 'nats-server.conf');
-  writeFileSync(conf, `max_payload: ${NATS_MAX_PAYLOAD_BYTES}\n`);
+  writeFileSync(conf, `max_payload: ${NATS_MAX_PAYLOAD_BYTES}\n${opts.config ?? ''}`, { mode: 0o600 });
+  chmodSync(conf, 0o600);
   return startProcess(
     'nats-server',
     opts.bin ?? 'nats-server',
@@ -111,16 +120,29 @@ export async function startNatsServer(opts: { dir: string; port?: number; bin?: 
   );
 }
 
-/** Starts `redis-server` with the append-only file under `dir`, on `port` (free one if omitted). */
-export async function startRedisServer(opts: { dir: string; port?: number; bin?: string }): Promise<ServerProcess> {
+/**
+ * Starts `redis-server` with the append-only file under `dir`, on `port` (free one if omitted).
+ * `config` (users, TLS files) goes into a configuration file only the owner may read; with
+ * `tls` the port speaks TLS only.
+ */
+export async function startRedisServer(opts: {
+  dir: string;
+  port?: number;
+  bin?: string;
+  config?: string;
+  tls?: boolean;
+}): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
   mkdirSync(opts.dir, { recursive: true });
+  const conf = join(opts.dir, 'redis-server.conf');
+  writeFileSync(conf, opts.config ?? '', { mode: 0o600 });
+  chmodSync(conf, 0o600);
   return startProcess(
     'redis-server',
     opts.bin ?? 'redis-server',
     [
-      '--port',
-      String(port),
+      conf,
+      ...(opts.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)]),
       '--bind',
       '127.0.0.1',
       '--dir',
@@ -137,6 +159,6 @@ export async function startRedisServer(opts: { dir: string; port?: number; bin?:
       'yes',
     ],
     port,
-    `redis://127.0.0.1:${port}`,
+    `${opts.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
   );
 }

@@ -85,8 +85,8 @@ const TASK_REQUESTS = [SUBJECTS.allTaskClaims, SUBJECTS.allTaskReports];
  * - `pserver` registers itself in the pserver directory and publishes snapshots.
  * - `trainer` pulls tasks and sends claims, reports and faults; it cannot submit or stop jobs,
  *   and cannot write the pserver directory.
- * - `evaluator` reads snapshots and events, publishes metrics events, and stops a job when its
- *   stop policy says so.
+ * - `evaluator` reads snapshots and events, asks for a job's status, publishes metrics events,
+ *   and stops a job when its stop policy says so.
  */
 export const ROLE_PERMISSIONS: Record<NatsRole, RolePermissions> = {
   operator: {
@@ -144,6 +144,7 @@ export const ROLE_PERMISSIONS: Record<NatsRole, RolePermissions> = {
       SUBJECTS.allEvents,
       SUBJECTS.allStop,
       SUBJECTS.allJobFaults,
+      ANY_STATUS,
       `${API}.STREAM.MSG.GET.${STREAMS.events.name}`,
       ...[STREAMS.events, STREAMS.snapshots].flatMap((s) => consume(s.name)),
       ...[KV_BUCKETS.jobs, KV_BUCKETS.pservers].flatMap(readBucket),
