@@ -107,7 +107,11 @@ describe('secured local cluster, end to end', () => {
 
       // The operator's other commands work too, a stop by hand among them.
       const env = { TRIBUTARY_STATE_DIR: stateDir };
-      for (const argv of [['status', 'secure-job'], ['jobs', '--all', '--json'], ['ps', '--json']]) {
+      for (const argv of [
+        ['status', 'secure-job'],
+        ['jobs', '--all', '--json'],
+        ['ps', '--json'],
+      ]) {
         expect(await runCli(argv, { env })).toMatchObject({ code: 0 });
       }
       const longSpec = tinyJobSpec('secure-stop', data, join(dir, 'out-stop'), {

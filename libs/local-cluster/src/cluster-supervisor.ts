@@ -116,9 +116,7 @@ export function isAlive(pid: number | undefined): boolean {
  */
 function inheritedEnv(secure: boolean): NodeJS.ProcessEnv {
   if (!secure) return process.env;
-  return Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !/^(NATS_|REDIS_|PSERVER_TLS_)/.test(name)),
-  );
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(NATS_|REDIS_|PSERVER_TLS_)/.test(name)));
 }
 
 class SupervisedService {
@@ -299,7 +297,8 @@ export class LocalCluster {
       say(`secured: TLS and a user per role; CA, certificates and passwords in ${this.security.dir}`);
     }
     if (await isUrlReachable(this.natsUrl)) {
-      if (this.security) throw new Error(`--secure starts its own NATS server, but one already answers at ${this.natsUrl}`);
+      if (this.security)
+        throw new Error(`--secure starts its own NATS server, but one already answers at ${this.natsUrl}`);
       say(`using NATS at ${this.natsUrl}`);
     } else {
       this.nats = await this.startNats(Number(new URL(this.natsUrl.split(',')[0]).port || 4222));
@@ -307,7 +306,8 @@ export class LocalCluster {
     }
     await this.declareStreams();
     if (await isUrlReachable(this.redisUrl)) {
-      if (this.security) throw new Error(`--secure starts its own Redis server, but one already answers at ${this.redisUrl}`);
+      if (this.security)
+        throw new Error(`--secure starts its own Redis server, but one already answers at ${this.redisUrl}`);
       say(`using Redis at ${this.redisUrl}`);
     } else {
       this.redis = await this.startRedis(Number(new URL(this.redisUrl).port || 6379));

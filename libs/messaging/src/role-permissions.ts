@@ -110,7 +110,9 @@ export const ROLE_PERMISSIONS: Record<NatsRole, RolePermissions> = {
       SUBJECTS.allEvents,
       SUBJECTS.allTasks,
       ...[STREAMS.jobs, STREAMS.control, STREAMS.tasks].flatMap((s) => consume(s.name)),
-      ...[STREAMS.tasks, STREAMS.control, STREAMS.events, STREAMS.snapshots].map((s) => `${API}.STREAM.PURGE.${s.name}`),
+      ...[STREAMS.tasks, STREAMS.control, STREAMS.events, STREAMS.snapshots].map(
+        (s) => `${API}.STREAM.PURGE.${s.name}`,
+      ),
       ...Object.values(KV_BUCKETS).flatMap(readBucket),
       ...writeBucket(KV_BUCKETS.jobs),
     ],
