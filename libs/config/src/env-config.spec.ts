@@ -49,11 +49,14 @@ describe('config', () => {
 describe('config - NATS client settings', () => {
   let dir: string;
   let seed: string;
+  let pem: string;
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'nats-config-'));
     seed = join(dir, 'user.nk');
-    writeFileSync(seed, 'SU...');
+    writeFileSync(seed, `SU${'A'.repeat(56)}\n`);
+    pem = join(dir, 'ca.pem');
+    writeFileSync(pem, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
   });
 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -68,15 +71,24 @@ describe('config - NATS client settings', () => {
   };
 
   test('NATS client settings - files are read from the variables and must exist as files', () => {
-    expect(readNatsClientConfig({ NATS_NKEY: seed, NATS_TLS_CA: seed })).toMatchObject({
+    expect(readNatsClientConfig({ NATS_NKEY: seed, NATS_TLS_CA: pem })).toMatchObject({
       natsUrl: 'nats://127.0.0.1:4222',
       natsNkey: seed,
-      natsTlsCa: seed,
+      natsTlsCa: pem,
     });
     expect(errorsOf({ NATS_CREDS: join(dir, 'absent.creds') })).toEqual([
       `NATS_CREDS: file "${join(dir, 'absent.creds')}" does not exist`,
     ]);
     expect(errorsOf({ NATS_TLS_CA: dir })).toEqual([`NATS_TLS_CA: "${dir}" is not a file`]);
+  });
+
+  test('NATS client settings - a file of the wrong kind is named, its contents never quoted', () => {
+    expect(errorsOf({ NATS_NKEY: pem, NATS_TLS_CA: seed, NATS_CREDS: seed }).sort()).toEqual([
+      `NATS_CREDS: "${seed}" is not a .creds file (a user JWT and an NKey seed)`,
+      `NATS_NKEY: "${pem}" does not hold an NKey user seed (SU...)`,
+      'NATS_NKEY: set only one way to authenticate to NATS; found NATS_CREDS, NATS_NKEY',
+      `NATS_TLS_CA: "${seed}" is not PEM (a CA certificate)`,
+    ]);
   });
 
   test('NATS client settings - two ways to authenticate are refused, naming both', () => {
@@ -91,7 +103,7 @@ describe('config - NATS client settings', () => {
   test('NATS client settings - a user needs its password, a certificate its key', () => {
     expect(errorsOf({ NATS_USER: 'u' })).toEqual(['NATS_PASSWORD: is required when NATS_USER is set']);
     expect(errorsOf({ NATS_PASSWORD: 'p' })).toEqual(['NATS_USER: is required when NATS_PASSWORD is set']);
-    expect(errorsOf({ NATS_TLS_CERT: seed })).toEqual(['NATS_TLS_KEY: is required when NATS_TLS_CERT is set']);
+    expect(errorsOf({ NATS_TLS_CERT: pem })).toEqual(['NATS_TLS_KEY: is required when NATS_TLS_CERT is set']);
   });
 
   test('NATS client settings - credentials in the URL are taken out of it, and must agree across servers', () => {

@@ -1,4 +1,4 @@
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { ConfigError, ConfigErrors } from './errors.js';
 
 /** Reads one variable from the environment; throws `ConfigError` naming it when bad. */
@@ -45,9 +45,10 @@ export const env = {
 
   /**
    * An optional path to a file this process can read (a key, a certificate, a credentials
-   * file); the error says why one cannot be used. The path is returned as given.
+   * file); the error says why one cannot be used. `content` looks at the text and returns why
+   * it is wrong, if it is (never quoting it: it may be secret). The path is returned as given.
    */
-  readableFile(): EnvField<string | undefined> {
+  readableFile(opts: { content?: (text: string) => string | undefined } = {}): EnvField<string | undefined> {
     return {
       describe: 'path to a readable file (optional)',
       read: (name, raw) => {
@@ -63,6 +64,8 @@ export const env = {
           throw new ConfigError(name, `file "${path}" ${reason}`, { cause });
         }
         if (!isFile) throw new ConfigError(name, `"${path}" is not a file`);
+        const wrong = opts.content?.(readFileSync(path, 'utf8'));
+        if (wrong !== undefined) throw new ConfigError(name, `"${path}" ${wrong}`);
         return path;
       },
     };

@@ -37,17 +37,33 @@ export interface NatsUrlCredentials {
   token?: string;
 }
 
+/** A user NKey seed as `nk -gen user` writes it: `SU` and 56 base32 characters. */
+const NKEY_USER_SEED = /^SU[A-Z2-7]{56}$/;
+
+function nkeySeedProblem(text: string): string | undefined {
+  return NKEY_USER_SEED.test(text.trim()) ? undefined : 'does not hold an NKey user seed (SU...)';
+}
+
+function credsProblem(text: string): string | undefined {
+  const complete = /-----BEGIN NATS USER JWT-----/.test(text) && /-----BEGIN USER NKEY SEED-----/.test(text);
+  return complete ? undefined : 'is not a .creds file (a user JWT and an NKey seed)';
+}
+
+function pemProblem(kind: string): (text: string) => string | undefined {
+  return (text) => (/-----BEGIN [A-Z ]+-----/.test(text) ? undefined : `is not PEM (${kind})`);
+}
+
 /** Environment fields of a NATS client: the services and the CLI. */
 export const NATS_CLIENT_CONFIG: EnvSpec<NatsClientConfig> = {
   natsUrl: ['NATS_URL', env.url({ default: DEFAULT_NATS_URL, protocols: ['nats', 'tls', 'ws', 'wss'] })],
-  natsCreds: ['NATS_CREDS', env.readableFile()],
-  natsNkey: ['NATS_NKEY', env.readableFile()],
+  natsCreds: ['NATS_CREDS', env.readableFile({ content: credsProblem })],
+  natsNkey: ['NATS_NKEY', env.readableFile({ content: nkeySeedProblem })],
   natsUser: ['NATS_USER', env.optionalString()],
   natsPassword: ['NATS_PASSWORD', env.optionalString()],
   natsToken: ['NATS_TOKEN', env.optionalString()],
-  natsTlsCa: ['NATS_TLS_CA', env.readableFile()],
-  natsTlsCert: ['NATS_TLS_CERT', env.readableFile()],
-  natsTlsKey: ['NATS_TLS_KEY', env.readableFile()],
+  natsTlsCa: ['NATS_TLS_CA', env.readableFile({ content: pemProblem('a CA certificate') })],
+  natsTlsCert: ['NATS_TLS_CERT', env.readableFile({ content: pemProblem('a certificate') })],
+  natsTlsKey: ['NATS_TLS_KEY', env.readableFile({ content: pemProblem('a private key') })],
 };
 
 /**

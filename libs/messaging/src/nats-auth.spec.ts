@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nkeys } from '@nats-io/transport-node';
-import { ConfigError, readNatsClientConfig } from '#libs/config';
+import { ConfigError, readNatsClientConfig, type NatsClientConfig } from '#libs/config';
 import { startNatsServer, type ServerProcess } from '#libs/local-cluster';
 import { createCertificateAuthority } from '#libs/tls-certs';
 import { connectNats } from './nats-connection.js';
@@ -93,12 +93,16 @@ describe('NATS authentication and TLS', () => {
   test('NATS auth - a file that holds no seed or no credentials is named, its contents never quoted', async () => {
     const bogus = join(dir, 'bogus');
     writeFileSync(bogus, 'SECRET-LOOKING-TEXT');
-    const tryWith = (env: Record<string, string>) => connectNats(readNatsClientConfig(env), 'bad file');
-    await expect(tryWith({ NATS_NKEY: bogus })).rejects.toThrow(ConfigError);
-    await expect(tryWith({ NATS_NKEY: bogus })).rejects.toThrow(`NATS_NKEY: "${bogus}" does not hold an NKey seed`);
-    await expect(tryWith({ NATS_CREDS: bogus })).rejects.toThrow(
+    // Checked when the settings are read, and again when connecting with settings made in code.
+    expect(() => readNatsClientConfig({ NATS_NKEY: bogus })).toThrow(
+      `NATS_NKEY: "${bogus}" does not hold an NKey user seed (SU...)`,
+    );
+    const tryWith = (config: Partial<NatsClientConfig>) => connectNats({ natsUrl: users.url, ...config }, 'bad file');
+    await expect(tryWith({ natsNkey: bogus })).rejects.toThrow(ConfigError);
+    await expect(tryWith({ natsNkey: bogus })).rejects.toThrow(`NATS_NKEY: "${bogus}" does not hold an NKey seed`);
+    await expect(tryWith({ natsCreds: bogus })).rejects.toThrow(
       `NATS_CREDS: "${bogus}" is not a .creds file (a user JWT and an NKey seed)`,
     );
-    await expect(tryWith({ NATS_CREDS: bogus })).rejects.not.toThrow(/SECRET-LOOKING/);
+    await expect(tryWith({ natsCreds: bogus })).rejects.not.toThrow(/SECRET-LOOKING/);
   });
 });
