@@ -2,8 +2,9 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { NATS_ROLES, ROLE_PERMISSIONS, type NatsRole } from '#libs/messaging';
+import { NATS_ROLES, type NatsRole } from '#libs/messaging';
 import { createCertificateAuthority } from '#libs/tls-certs';
+import { natsConfigString, natsServerSecurityConfig } from './nats-server-config.js';
 
 /** The Redis ACL user every service of a secured local cluster logs in as. */
 export const REDIS_CLUSTER_USER = 'tributary';
@@ -143,48 +144,20 @@ export function secureRedisUrl(security: ClusterSecurity, port: number): string 
   return `${scheme}://${REDIS_CLUSTER_USER}:${encodeURIComponent(security.redisPassword)}@127.0.0.1:${port}`;
 }
 
-function quoted(value: string): string {
-  return JSON.stringify(value);
-}
-
 /**
- * The nats-server configuration of a secured cluster: TLS with client certificates required
- * (signed by the cluster's CA), and one user per role with {@link ROLE_PERMISSIONS}; an
- * anonymous client is refused. With `logFile`, the server logs there, permission violations
- * included.
+ * The nats-server configuration of a secured cluster (see {@link natsServerSecurityConfig}),
+ * with the cluster's certificates and passwords; with `logFile`, the server logs there.
  */
 export function natsSecureConfig(security: ClusterSecurity, logFile?: string): string {
-  const users = NATS_ROLES.map((role) => {
-    const p = ROLE_PERMISSIONS[role];
-    const list = (subjects: string[]) => `[${subjects.map(quoted).join(', ')}]`;
-    return [
-      `    {`,
-      `      user: ${quoted(role)}`,
-      `      password: ${quoted(security.natsPasswords[role])}`,
-      `      permissions: {`,
-      `        publish: { allow: ${list(p.publish)} }`,
-      `        subscribe: { allow: ${list(p.subscribe)} }`,
-      ...(p.allowResponses ? [`        allow_responses: true`] : []),
-      `      }`,
-      `    }`,
-    ].join('\n');
+  return natsServerSecurityConfig({
+    certFile: certificateFile(security, 'nats'),
+    keyFile: keyFile(security, 'nats'),
+    caFile: security.caFile,
+    passwords: Object.fromEntries(
+      NATS_ROLES.map((role) => [role, natsConfigString(security.natsPasswords[role])]),
+    ) as Record<NatsRole, string>,
+    logFile,
   });
-  return [
-    ...(logFile ? [`log_file: ${quoted(logFile)}`] : []),
-    'tls {',
-    `  cert_file: ${quoted(certificateFile(security, 'nats'))}`,
-    `  key_file: ${quoted(keyFile(security, 'nats'))}`,
-    `  ca_file: ${quoted(security.caFile)}`,
-    '  verify: true',
-    '  timeout: 5',
-    '}',
-    'authorization {',
-    '  users: [',
-    users.join('\n'),
-    '  ]',
-    '}',
-    '',
-  ].join('\n');
 }
 
 /**

@@ -34,3 +34,10 @@ export {
   writeEnvFile,
 } from './cluster-security.js';
 export type { ClusterSecurity } from './cluster-security.js';
+export {
+  NATS_DEPLOYMENT_CONFIG_PATH,
+  natsDeploymentConfig,
+  natsPasswordVariable,
+  natsServerSecurityConfig,
+} from './nats-server-config.js';
+export type { NatsServerSecurity } from './nats-server-config.js';
