@@ -1,5 +1,11 @@
 import { connectNats, type NatsConnection } from '#libs/messaging';
-import { DEFAULT_NATS_URL, readNatsClientConfig, redactedUrl, type NatsClientConfig } from '#libs/config';
+import {
+  DEFAULT_NATS_URL,
+  natsServersOf,
+  readNatsClientConfig,
+  redactedUrl,
+  type NatsClientConfig,
+} from '#libs/config';
 import { defaultStateDir, isUrlReachable, readClusterFile, readEnvFile } from '#libs/local-cluster';
 import type { CliIo } from './cli-io.js';
 import { repoRoot } from './repo-root.js';
@@ -14,15 +20,25 @@ export function natsUrlFor(io: CliIo, flag?: string): string {
 /**
  * The NATS client settings of a CLI command: the URL as {@link natsUrlFor} picks it, and the
  * credentials and TLS files from the environment (`NATS_CREDS`, `NATS_USER`, `NATS_TLS_CA`, ...).
- * With neither `--nats` nor `NATS_URL`, a local cluster started with `up --secure` lends its
- * operator settings to the variables the environment leaves unset.
+ * When that URL is the local cluster's and it was started with `up --secure`, the cluster lends
+ * its operator settings to the variables the environment leaves unset.
  * @throws ConfigErrors naming every bad variable.
  */
 export function natsClientFor(io: CliIo, flag?: string): NatsClientConfig {
-  const cluster = flag || io.env.NATS_URL ? undefined : readClusterFile(stateDirFor(io));
-  const lent = cluster?.operatorEnvFile ? readEnvFile(cluster.operatorEnvFile) : {};
+  const url = natsUrlFor(io, flag);
+  const cluster = readClusterFile(stateDirFor(io));
+  const ours = cluster?.operatorEnvFile !== undefined && sameServers(url, cluster.natsUrl);
+  const lent = ours ? readEnvFile(cluster.operatorEnvFile!) : {};
   const own = Object.fromEntries(Object.entries(io.env).filter(([, v]) => v !== undefined && v.trim() !== ''));
-  return readNatsClientConfig({ ...lent, ...own, NATS_URL: natsUrlFor(io, flag) });
+  return readNatsClientConfig({ ...lent, ...own, NATS_URL: url });
+}
+
+function sameServers(a: string, b: string): boolean {
+  try {
+    return natsServersOf(a).join(',') === natsServersOf(b).join(',');
+  } catch {
+    return false;
+  }
 }
 
 /** The local cluster's state directory (`TRIBUTARY_STATE_DIR`, default `.tributary` in the checkout). */
