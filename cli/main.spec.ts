@@ -90,6 +90,26 @@ test('cli - errors from the libraries print as "tributary: <message>" with exit 
   expect(debug.stderr).toMatch(/\n\s+at /);
 });
 
+test('cli - bad NATS credentials settings are refused before connecting, naming each variable, no secret shown', async () => {
+  const env = {
+    TRIBUTARY_STATE_DIR: dir,
+    NATS_URL: 'nats://127.0.0.1:1',
+    NATS_TOKEN: 'hunter2-token',
+    NATS_USER: 'ops',
+    NATS_CREDS: join(dir, 'missing.creds'),
+  };
+  const result = await run(['status', 'some-job'], { env });
+  expect(result.code).toBe(1);
+  expect(result.stderr).toContain(`NATS_CREDS: file "${join(dir, 'missing.creds')}" does not exist`);
+  expect(result.stderr).toContain('NATS_PASSWORD: is required when NATS_USER is set');
+  expect(result.stderr).toContain('set only one way to authenticate to NATS; found NATS_CREDS, NATS_USER, NATS_TOKEN');
+  expect(result.stderr).not.toContain('hunter2');
+  const inUrl = await run(['jobs'], { env: { TRIBUTARY_STATE_DIR: dir, NATS_URL: 'nats://ops:hunter2@127.0.0.1:1' } });
+  expect(inUrl.stderr).toBe(
+    'tributary: no NATS server at nats://ops:***@127.0.0.1:1; start a local cluster with `tributary up` or set NATS_URL\n',
+  );
+});
+
 test('cli - recordio inspect --json describes every chunk and the totals', async () => {
   const result = await run(['recordio', 'inspect', '--json', join(dir, 'data-*.recordio')]);
   expect(result.code).toBe(0);

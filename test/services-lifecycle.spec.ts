@@ -53,4 +53,29 @@ describe('services', () => {
     expect(svc.output()).toContain('NATS_URL: "http://127.0.0.1:1" must use nats://');
     expect(svc.output()).toContain('REDIS_URL: "nope" is not a URL');
   });
+
+  test.each([
+    ['trainer', { NATS_CREDS: '/nonexistent/user.creds' }, 'NATS_CREDS: file "/nonexistent/user.creds" does not exist'],
+    ['pserver', { NATS_USER: 'pserver' }, 'NATS_PASSWORD: is required when NATS_USER is set'],
+    [
+      'evaluator',
+      { NATS_URL: 'nats://tok3n-secret@127.0.0.1:4222', NATS_TOKEN: 'other-secret' },
+      'NATS_URL: set only one way to authenticate to NATS; found NATS_TOKEN, credentials in NATS_URL',
+    ],
+    ['master', { NATS_TLS_KEY: '/etc/hostname' }, 'NATS_TLS_KEY: "/etc/hostname" is not PEM (a private key)'],
+    ['master', { NATS_NKEY: '/etc/hostname' }, 'NATS_NKEY: "/etc/hostname" does not hold an NKey user seed (SU...)'],
+  ])(
+    'services - the %s refuses bad NATS credentials settings at start-up, naming the variable and no secret',
+    async (role, env, message) => {
+      const svc = startService(role, {
+        NATS_URL: servers.nats.url,
+        REDIS_URL: servers.redis.url,
+        PSERVER_SHARD: '0',
+        ...env,
+      });
+      expect((await svc.exited).code).toBe(2);
+      expect(svc.output()).toContain(message);
+      expect(svc.output()).not.toMatch(/secret/);
+    },
+  );
 });

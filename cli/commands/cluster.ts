@@ -9,7 +9,7 @@ import { KV_BUCKETS, listBucketKeys, type MemberStatus } from '#libs/messaging';
 import { sleep } from '#libs/retry';
 import { Kvm } from '@nats-io/kv';
 import { CommandExit, type CliIo } from '../cli-io.js';
-import { connectCli, stateDirFor } from '../cluster-connection.js';
+import { connectCli, natsClientFor, stateDirFor } from '../cluster-connection.js';
 import { DASHBOARD_PORT, startDashboard, type RunningDashboard } from '../dashboard/dashboard-app.js';
 import { readDashboardFile, removeDashboardFile, writeDashboardFile } from '../dashboard/dashboard-file.js';
 import { portNumber, positiveInteger } from '../option-parsers.js';
@@ -31,14 +31,16 @@ interface UpFlags {
   /** False with `--no-dashboard`. */
   dashboard: boolean;
   dashboardPort?: number;
+  secure?: boolean;
 }
 
 /** Serves the cluster's dashboard beside it and records its URL; a dashboard that cannot start is reported, not fatal. */
-async function serveDashboard(io: CliIo, flags: UpFlags, natsUrl: string): Promise<RunningDashboard | undefined> {
+async function serveDashboard(io: CliIo, flags: UpFlags): Promise<RunningDashboard | undefined> {
   const stateDir = stateDirFor(io);
   try {
     const running = await startDashboard({
-      natsUrl,
+      // The cluster's own URLs, with its operator's credentials when it is secured.
+      nats: natsClientFor(io, readClusterFile(stateDir)?.natsUrl),
       root: repoRoot(),
       port: flags.dashboardPort ?? DASHBOARD_PORT,
       fallbackToFreePort: flags.dashboardPort === undefined,
@@ -69,6 +71,7 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     natsNodes: flags.natsNodes,
     evaluators: 1,
     restart: flags.restart,
+    secure: flags.secure === true,
     say,
   });
   let stopping: Promise<void> | undefined;
@@ -93,11 +96,7 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     throw new CommandExit(1);
   }
   if (flags.dashboard) {
-    dashboard = await serveDashboard(
-      io,
-      flags,
-      readClusterFile(stateDir)?.natsUrl ?? io.env.NATS_URL ?? DEFAULT_NATS_URL,
-    );
+    dashboard = await serveDashboard(io, flags);
   }
   say(
     `cluster ready: 1 master${flags.masters > 1 ? ` (+${flags.masters - 1} standby)` : ''}, ${flags.pservers} pservers, ` +
@@ -105,7 +104,17 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
       `(logs in ${join(stateDir, 'logs')}); Ctrl-C stops it`,
   );
   if (dashboard) say(`dashboard at ${dashboard.url}`);
+  if (flags.secure) say(secureClusterHint(stateDir));
   await new Promise<never>(() => undefined);
+}
+
+/** How to reach a secured cluster from elsewhere than this checkout's CLI. */
+function secureClusterHint(stateDir: string): string {
+  const file = readClusterFile(stateDir)?.operatorEnvFile;
+  return (
+    `secured: this checkout's \`tributary\` commands use the operator's credentials by themselves; ` +
+    `for other NATS clients, \`source ${file}\``
+  );
 }
 
 async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
@@ -127,6 +136,7 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
     ...(flags.restart ? [] : ['--no-restart']),
     ...(flags.dashboard ? [] : ['--no-dashboard']),
     ...(flags.dashboardPort === undefined ? [] : ['--dashboard-port', String(flags.dashboardPort)]),
+    ...(flags.secure ? ['--secure'] : []),
   ];
   const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', out, out], env: { ...process.env } });
   child.unref();
@@ -149,6 +159,7 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
       io.stdout.write(
         served ? `dashboard at ${served.url}\n` : flags.dashboard ? `no dashboard; see ${logFile}\n` : '',
       );
+      if (flags.secure) io.stdout.write(`${secureClusterHint(stateDir)}\n`);
       return;
     }
     if (file?.ready && file.supervisorPid === child.pid)
@@ -339,6 +350,11 @@ export function register(program: Command, io: CliIo): void {
       portNumber,
     )
     .option('--no-dashboard', 'do not serve the dashboard')
+    .option(
+      '--secure',
+      'run secured: TLS everywhere, a NATS user per role with only the subjects it needs, a Redis ACL user ' +
+        '(CA, certificates and passwords made once in the state directory)',
+    )
     .action(async (given: Omit<UpFlags, 'trainers'> & { trainers?: number }) => {
       // A WASM trainer uses one core, so one per core keeps every core busy.
       const flags: UpFlags = { ...given, trainers: given.trainers ?? availableParallelism() };

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
+import { redactedUrl } from '#libs/config';
 import { isUrlReachable } from '#libs/local-cluster';
 import type { CliIo } from '../cli-io.js';
-import { natsUrlFor } from '../cluster-connection.js';
+import { natsClientFor } from '../cluster-connection.js';
 import { DASHBOARD_HOST, DASHBOARD_PORT, startDashboard } from '../dashboard/dashboard-app.js';
 import { portNumber } from '../option-parsers.js';
 import { repoRoot } from '../repo-root.js';
@@ -13,12 +14,13 @@ interface DashboardFlags {
 }
 
 async function dashboard(io: CliIo, flags: DashboardFlags): Promise<void> {
-  const natsUrl = natsUrlFor(io, flags.nats);
-  if (!(await isUrlReachable(natsUrl))) {
+  const nats = natsClientFor(io, flags.nats);
+  const natsUrl = redactedUrl(nats.natsUrl);
+  if (!(await isUrlReachable(nats.natsUrl))) {
     throw new Error(`no NATS server at ${natsUrl}; start a local cluster with \`tributary up\` or set NATS_URL`);
   }
   const running = await startDashboard({
-    natsUrl,
+    nats,
     root: repoRoot(),
     host: flags.host,
     port: flags.port ?? DASHBOARD_PORT,

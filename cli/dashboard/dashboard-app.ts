@@ -1,3 +1,4 @@
+import type { NatsClientConfig } from '#libs/config';
 import type { LineLogger } from '#libs/logging';
 import { MasterClient } from '#libs/master-client';
 import { connectNats } from '#libs/messaging';
@@ -12,7 +13,8 @@ export const DASHBOARD_HOST = '127.0.0.1';
 
 /** Where and how {@link startDashboard} runs. */
 export interface DashboardOptions {
-  natsUrl: string;
+  /** The NATS URL, or the URL with credentials and TLS files (a secured cluster's operator). */
+  nats: string | NatsClientConfig;
   /** The checkout whose page and `node_modules` are served. */
   root: string;
   host?: string;
@@ -34,7 +36,7 @@ export interface RunningDashboard {
  * and the HTTP server of the page, snapshot, stream and stop endpoints.
  */
 export async function startDashboard(options: DashboardOptions): Promise<RunningDashboard> {
-  const nc = await connectNats(options.natsUrl, 'tributary-dashboard', options.logger);
+  const nc = await connectNats(options.nats, 'tributary-dashboard', options.logger);
   const state = new DashboardState();
   const feed = await startNatsFeed(nc, state, { logger: options.logger });
   const client = new MasterClient(nc, 'tributary-dashboard');

@@ -1,3 +1,4 @@
+import { redactedUrl } from '#libs/config';
 import { runService } from '#libs/service-runtime';
 import { MASTER_CONFIG } from './src/master-config.js';
 import { MasterModule } from './src/master.module.js';
@@ -8,5 +9,5 @@ runService({
   config: MASTER_CONFIG,
   module: (config) => MasterModule.forRoot(config),
   readyLine: (app, config) =>
-    `master ${config.id} ready as ${app.get(MasterOffice).role} (NATS ${config.natsUrl}, Redis ${config.redisUrl})`,
+    `master ${config.id} ready as ${app.get(MasterOffice).role} (NATS ${redactedUrl(config.natsUrl)}, Redis ${redactedUrl(config.redisUrl)})`,
 });

@@ -1,3 +1,4 @@
+import { redactedUrl } from '#libs/config';
 import { runService } from '#libs/service-runtime';
 import { TRAINER_CONFIG } from './src/trainer-config.js';
 import { TrainerModule } from './src/trainer.module.js';
@@ -6,5 +7,5 @@ runService({
   role: 'trainer',
   config: TRAINER_CONFIG,
   module: (config) => TrainerModule.forRoot(config),
-  readyLine: (_app, config) => `trainer ${config.id} ready (NATS ${config.natsUrl})`,
+  readyLine: (_app, config) => `trainer ${config.id} ready (NATS ${redactedUrl(config.natsUrl)})`,
 });

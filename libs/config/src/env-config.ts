@@ -1,3 +1,4 @@
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { ConfigError, ConfigErrors } from './errors.js';
 
 /** Reads one variable from the environment; throws `ConfigError` naming it when bad. */
@@ -40,6 +41,34 @@ export const env = {
 
   optionalString(): EnvField<string | undefined> {
     return { describe: 'string (optional)', read: (_name, raw) => (present(raw) ? raw.trim() : undefined) };
+  },
+
+  /**
+   * An optional path to a file this process can read (a key, a certificate, a credentials
+   * file); the error says why one cannot be used. `content` looks at the text and returns why
+   * it is wrong, if it is (never quoting it: it may be secret). The path is returned as given.
+   */
+  readableFile(opts: { content?: (text: string) => string | undefined } = {}): EnvField<string | undefined> {
+    return {
+      describe: 'path to a readable file (optional)',
+      read: (name, raw) => {
+        if (!present(raw)) return undefined;
+        const path = raw.trim();
+        let isFile: boolean;
+        try {
+          isFile = statSync(path).isFile();
+          accessSync(path, constants.R_OK);
+        } catch (cause) {
+          const code = (cause as NodeJS.ErrnoException).code;
+          const reason = code === 'ENOENT' ? 'does not exist' : code === 'EACCES' ? 'is not readable' : String(code);
+          throw new ConfigError(name, `file "${path}" ${reason}`, { cause });
+        }
+        if (!isFile) throw new ConfigError(name, `"${path}" is not a file`);
+        const wrong = opts.content?.(readFileSync(path, 'utf8'));
+        if (wrong !== undefined) throw new ConfigError(name, `"${path}" ${wrong}`);
+        return path;
+      },
+    };
   },
 
   url(opts: { default?: string; protocols: string[] }): EnvField<string> {
@@ -113,10 +142,17 @@ export const env = {
 };
 
 /**
- * Reads every field of `spec` from `source` (default `process.env`), collecting all problems
- * before throwing one `ConfigErrors`, so a user fixes their environment in one go.
+ * A rule over several variables at once (settings that exclude or need each other); returns
+ * one error per broken rule, naming the variables.
  */
-export function readConfig<T>(spec: EnvSpec<T>, source: Env = process.env): T {
+export type EnvCheck = (source: Env) => ConfigError[];
+
+/**
+ * Reads every field of `spec` from `source` (default `process.env`), collecting all problems
+ * before throwing one `ConfigErrors`, so a user fixes their environment in one go. `checks` add
+ * the rules that span several variables.
+ */
+export function readConfig<T>(spec: EnvSpec<T>, source: Env = process.env, checks: readonly EnvCheck[] = []): T {
   const out = {} as T;
   const errors: ConfigError[] = [];
   for (const key of Object.keys(spec) as (keyof T)[]) {
@@ -128,6 +164,7 @@ export function readConfig<T>(spec: EnvSpec<T>, source: Env = process.env): T {
       else throw err;
     }
   }
+  for (const check of checks) errors.push(...check(source));
   if (errors.length > 0) throw new ConfigErrors(errors);
   return out;
 }

@@ -1,13 +1,22 @@
 export { ConfigError, ConfigErrors } from './errors.js';
 export { env, readConfig } from './env-config.js';
+export {
+  DEFAULT_NATS_URL,
+  NATS_CLIENT_CONFIG,
+  natsClientRules,
+  natsServersOf,
+  natsUrlCredentials,
+  readNatsClientConfig,
+} from './nats-client-config.js';
+export { redactedUrl } from './redacted-url.js';
 export { advertisedAddress } from './advertised-address.js';
-export type { EnvField, EnvSpec } from './env-config.js';
+export type { EnvCheck, EnvField, EnvSpec } from './env-config.js';
+export type { NatsClientConfig, NatsUrlCredentials } from './nats-client-config.js';
 export {
   COMMON_CONFIG,
   DEFAULT_JS_REPLICAS,
   DEFAULT_METRICS_HOST,
   DEFAULT_METRICS_PORT,
-  DEFAULT_NATS_URL,
   DEFAULT_REDIS_URL,
   MAX_JS_REPLICAS,
   logLevelsFrom,

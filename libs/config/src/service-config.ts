@@ -2,9 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { LOG_FORMATS, type LogFormat } from '#libs/logging';
 import { env, readConfig, type EnvSpec } from './env-config.js';
-
-/** Default NATS server URL for a local cluster. */
-export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+import { NATS_CLIENT_CONFIG, natsClientRules, type NatsClientConfig } from './nats-client-config.js';
 /** Default Redis URL for a local cluster. */
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 /** Interface the metrics and health server binds to when `METRICS_HOST` is unset. */
@@ -21,9 +19,7 @@ export const DEFAULT_JS_REPLICAS = 1;
 export const MAX_JS_REPLICAS = 5;
 
 /** Settings every Tributary service reads from its environment. */
-export interface CommonConfig {
-  /** NATS server URL(s), comma-separated (`NATS_URL`). */
-  natsUrl: string;
+export interface CommonConfig extends NatsClientConfig {
   /** Redis URL (`REDIS_URL`). */
   redisUrl: string;
   /** This process's id (`TRIBUTARY_ID`), default `<role>-<host>-<pid>-<random>`. */
@@ -47,7 +43,7 @@ export interface CommonConfig {
 
 /** Environment fields shared by all services. */
 export const COMMON_CONFIG: EnvSpec<CommonConfig> = {
-  natsUrl: ['NATS_URL', env.url({ default: DEFAULT_NATS_URL, protocols: ['nats', 'tls', 'ws', 'wss'] })],
+  ...NATS_CLIENT_CONFIG,
   redisUrl: ['REDIS_URL', env.url({ default: DEFAULT_REDIS_URL, protocols: ['redis', 'rediss'] })],
   id: ['TRIBUTARY_ID', env.optionalString()],
   logLevel: ['LOG_LEVEL', env.oneOf(['error', 'warn', 'log', 'debug', 'verbose'] as const, { default: 'log' })],
@@ -63,7 +59,7 @@ export function readServiceConfig<T>(
   own: EnvSpec<T>,
   source: Record<string, string | undefined> = process.env,
 ): CommonConfig & T {
-  return readConfig({ ...COMMON_CONFIG, ...own } as EnvSpec<CommonConfig & T>, source);
+  return readConfig({ ...COMMON_CONFIG, ...own } as EnvSpec<CommonConfig & T>, source, [natsClientRules]);
 }
 
 /** A process id that is unique across hosts and restarts. */

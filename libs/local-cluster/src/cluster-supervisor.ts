@@ -2,7 +2,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { COMMON_CONFIG } from '#libs/config';
-import { connectNats, ensureStreams } from '#libs/messaging';
+import { connectNats, ensureStreams, type NatsRole } from '#libs/messaging';
+import {
+  SECURE_CLUSTER_REDIS_TLS,
+  natsClientEnv,
+  natsSecureConfig,
+  prepareClusterSecurity,
+  redisSecureConfig,
+  secureRedisUrl,
+  serviceSecurityEnv,
+  type ClusterSecurity,
+} from './cluster-security.js';
 import {
   isUrlReachable,
   startNatsCluster,
@@ -43,6 +53,12 @@ export interface ClusterOptions {
   env?: Record<string, string>;
   /** Restart a service that exits unexpectedly. */
   restart: boolean;
+  /**
+   * Run secured (`tributary up --secure`): NATS and Redis are started here (never reused) with
+   * TLS and a user per role, made once under `<stateDir>/secure`, and each service gets its
+   * role's credentials and certificates.
+   */
+  secure?: boolean;
   /** Where progress lines go. */
   say: (line: string) => void;
 }
@@ -84,6 +100,8 @@ export interface ClusterFile {
   startedRedis: boolean;
   ready: boolean;
   services: ServiceProcessInfo[];
+  /** For a secured cluster: the operator's NATS settings, which the CLI uses when given none. */
+  operatorEnvFile?: string;
 }
 
 /** Path of the cluster file under a state directory. */
@@ -111,6 +129,15 @@ export function isAlive(pid: number | undefined): boolean {
   }
 }
 
+/**
+ * The supervisor's environment as its services inherit it. A secured cluster's services get
+ * their credentials from the cluster alone, never from the shell (which may hold the operator's).
+ */
+function inheritedEnv(secure: boolean): NodeJS.ProcessEnv {
+  if (!secure) return process.env;
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(NATS_|REDIS_|PSERVER_TLS_)/.test(name)));
+}
+
 class SupervisedService {
   child?: ChildProcess;
   info: ServiceProcessInfo;
@@ -126,7 +153,7 @@ class SupervisedService {
     index: number,
     private readonly extraEnv: Record<string, string>,
     private readonly onChange: () => void,
-    private readonly natsUrl: () => string,
+    private readonly urls: () => { natsUrl: string; redisUrl: string },
   ) {
     const id = `${role}-${index}`;
     const log = join(opts.stateDir, 'logs', `${id}.log`);
@@ -141,11 +168,11 @@ class SupervisedService {
     const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, script], {
       cwd: this.opts.root,
       env: {
-        ...process.env,
+        ...inheritedEnv(this.opts.secure === true),
         ...this.opts.env,
         ...this.extraEnv,
-        NATS_URL: this.natsUrl(),
-        REDIS_URL: this.opts.redisUrl,
+        NATS_URL: this.urls().natsUrl,
+        REDIS_URL: this.urls().redisUrl,
         NO_COLOR: '1',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -276,6 +303,7 @@ export class LocalCluster {
   /** Replicas the services give every stream and bucket; from the environment unless we start a NATS cluster. */
   private jsReplicas: number | undefined;
   private ready = false;
+  private security?: ClusterSecurity;
 
   constructor(private readonly opts: ClusterOptions) {
     this.natsUrl = opts.natsUrl;
@@ -289,8 +317,16 @@ export class LocalCluster {
   async start(): Promise<void> {
     const { say } = this.opts;
     const nodes = this.opts.natsNodes ?? 1;
-    if (await isUrlReachable(this.natsUrl)) say(`using NATS at ${this.natsUrl}`);
-    else {
+    if (this.opts.secure) {
+      if (nodes > 1) throw new Error('--secure runs one NATS server; it cannot be combined with --nats-nodes above 1');
+      this.security = await prepareClusterSecurity(this.opts.stateDir, this.natsUrl);
+      say(`secured: TLS and a user per role; CA, certificates and passwords in ${this.security.dir}`);
+    }
+    if (await isUrlReachable(this.natsUrl)) {
+      if (this.security)
+        throw new Error(`--secure starts its own NATS server, but one already answers at ${this.natsUrl}`);
+      say(`using NATS at ${this.natsUrl}`);
+    } else {
       const port = Number(new URL(this.natsUrl.split(',')[0]).port || 4222);
       if (nodes > 1) {
         this.natsCluster = await startNatsCluster({ dir: this.opts.stateDir, nodes, port });
@@ -301,15 +337,17 @@ export class LocalCluster {
             `(pids ${this.natsCluster.nodes.map((n) => n.child.pid).join(', ')})`,
         );
       } else {
-        this.nats = await startNatsServer({ dir: join(this.opts.stateDir, 'nats'), port });
+        this.nats = await this.startNats(port);
         say(`started nats-server with JetStream on ${this.nats.url} (pid ${this.nats.child.pid})`);
       }
     }
     await this.declareStreams();
-    if (await isUrlReachable(this.redisUrl)) say(`using Redis at ${this.redisUrl}`);
-    else {
-      const port = Number(new URL(this.redisUrl).port || 6379);
-      this.redis = await startRedisServer({ dir: join(this.opts.stateDir, 'redis'), port });
+    if (await isUrlReachable(this.redisUrl)) {
+      if (this.security)
+        throw new Error(`--secure starts its own Redis server, but one already answers at ${this.redisUrl}`);
+      say(`using Redis at ${this.redisUrl}`);
+    } else {
+      this.redis = await this.startRedis(Number(new URL(this.redisUrl).port || 6379));
       say(`started redis-server on ${this.redis.url} (pid ${this.redis.child.pid})`);
     }
     this.writeFile();
@@ -332,9 +370,9 @@ export class LocalCluster {
             this.opts,
             role,
             i,
-            { ...env(i), ...this.replicasEnv() },
+            { ...(this.security ? serviceSecurityEnv(this.security, role) : {}), ...env(i), ...this.replicasEnv() },
             () => this.writeFile(),
-            () => this.natsUrl,
+            () => ({ natsUrl: this.natsUrl, redisUrl: this.serviceRedisUrl() }),
           ),
       );
       this.services.push(...group);
@@ -350,12 +388,49 @@ export class LocalCluster {
    * even before any service has connected.
    */
   private async declareStreams(): Promise<void> {
-    const nc = await connectNats(this.natsUrl, 'tributary-up');
+    const nc = await connectNats(this.clientConfig('master'), 'tributary-up');
     try {
       await ensureStreams(nc, this.jsReplicas ?? 1);
     } finally {
       await nc.close();
     }
+  }
+
+  /** The NATS settings a client of `role` connects with. */
+  private clientConfig(role: NatsRole): Parameters<typeof connectNats>[0] {
+    if (!this.security) return this.natsUrl;
+    const env = natsClientEnv(this.security, role);
+    return {
+      natsUrl: this.natsUrl,
+      natsUser: env.NATS_USER,
+      natsPassword: env.NATS_PASSWORD,
+      natsTlsCa: env.NATS_TLS_CA,
+      natsTlsCert: env.NATS_TLS_CERT,
+      natsTlsKey: env.NATS_TLS_KEY,
+    };
+  }
+
+  /** The Redis URL services use: with the ACL user's credentials when secured. */
+  private serviceRedisUrl(): string {
+    if (!this.security) return this.redisUrl;
+    return secureRedisUrl(this.security, Number(new URL(this.redisUrl).port || 6379));
+  }
+
+  private startNats(port: number): Promise<ServerProcess> {
+    const dir = join(this.opts.stateDir, 'nats');
+    const log = join(this.opts.stateDir, 'logs', 'nats-server.log');
+    return startNatsServer({ dir, port, config: this.security ? natsSecureConfig(this.security, log) : undefined });
+  }
+
+  private startRedis(port: number): Promise<ServerProcess> {
+    const dir = join(this.opts.stateDir, 'redis');
+    if (!this.security) return startRedisServer({ dir, port });
+    return startRedisServer({
+      dir,
+      port,
+      config: redisSecureConfig(this.security),
+      tls: SECURE_CLUSTER_REDIS_TLS,
+    });
   }
 
   /** Stops services in reverse order, then the servers we started. */
@@ -408,11 +483,10 @@ export class LocalCluster {
     if (server.child.exitCode === null && server.child.signalCode === null) {
       throw new Error(`${id} is still running (pid ${server.child.pid})`);
     }
-    const dir = join(this.opts.stateDir, id);
     const node = this.natsNodeIndex(id);
     if (node !== undefined) await this.natsCluster!.restartNode(node);
-    else if (id === 'nats') this.nats = await startNatsServer({ dir, port: server.port });
-    else this.redis = await startRedisServer({ dir, port: server.port });
+    else if (id === 'nats') this.nats = await this.startNats(server.port);
+    else this.redis = await this.startRedis(server.port);
     this.opts.say(`${id} started again on port ${server.port}`);
     this.writeFile();
   }
@@ -466,6 +540,7 @@ export class LocalCluster {
       startedRedis: this.redis !== undefined,
       ready: this.ready,
       services: this.list(),
+      ...(this.security ? { operatorEnvFile: this.security.operatorEnvFile } : {}),
     };
     writeFileSync(clusterFilePath(this.opts.stateDir), JSON.stringify(file, null, 2));
   }

@@ -24,3 +24,23 @@ export {
 } from './cluster-supervisor.js';
 export { SERVICE_INITIAL_OLD_SPACE_MB, SERVICE_NODE_FLAGS } from './service-node-flags.js';
 export type { ClusterFile, ClusterOptions, ServiceProcessInfo, ServiceRole } from './cluster-supervisor.js';
+export {
+  REDIS_CLUSTER_USER,
+  SECURE_CLUSTER_REDIS_TLS,
+  certificateFile,
+  keyFile,
+  natsClientEnv,
+  natsSecureConfig,
+  prepareClusterSecurity,
+  readEnvFile,
+  redisSecureConfig,
+  writeEnvFile,
+} from './cluster-security.js';
+export type { ClusterSecurity } from './cluster-security.js';
+export {
+  NATS_DEPLOYMENT_CONFIG_PATH,
+  natsDeploymentConfig,
+  natsPasswordVariable,
+  natsServerSecurityConfig,
+} from './nats-server-config.js';
+export type { NatsServerSecurity } from './nats-server-config.js';

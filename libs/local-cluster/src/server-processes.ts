@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { join } from 'node:path';
 import { sleep } from '#libs/retry';
@@ -173,14 +173,20 @@ export function natsServerConfig(opts: {
   return `${lines.join('\n')}\n`;
 }
 
-/** Starts `nats-server` with JetStream storing under `dir`, on `port` (free one if omitted). */
-export async function startNatsServer(opts: NatsServerOptions): Promise<ServerProcess> {
+/**
+ * Starts `nats-server` with JetStream storing under `dir`, on `port` (free one if omitted).
+ * `config` is added to its configuration file (users, TLS), which only the owner may read.
+ */
+export async function startNatsServer(opts: NatsServerOptions & { config?: string }): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
   const host = opts.host ?? '127.0.0.1';
   const store = join(opts.dir, 'jetstream');
   mkdirSync(store, { recursive: true });
   const conf = join(opts.dir, 'nats-server.conf');
-  writeFileSync(conf, natsServerConfig({ host, port, store, cluster: opts.cluster }));
+  writeFileSync(conf, natsServerConfig({ host, port, store, cluster: opts.cluster }) + (opts.config ?? ''), {
+    mode: 0o600,
+  });
+  chmodSync(conf, 0o600);
   return startProcess({
     name: 'nats-server',
     bin: opts.bin ?? 'nats-server',
@@ -249,7 +255,8 @@ export async function startNatsCluster(opts: {
 
 /**
  * Starts `redis-server` with the append-only file under `dir`, on `host` (default 127.0.0.1) and
- * `port` (free one if omitted).
+ * `port` (free one if omitted). `config` (users, TLS files) goes into a configuration file only
+ * the owner may read; with `tls` the port speaks TLS only.
  */
 export async function startRedisServer(opts: {
   dir: string;
@@ -258,16 +265,21 @@ export async function startRedisServer(opts: {
   bin?: string;
   /** Words run before the binary (a wrapper such as `ip netns exec <ns>`). */
   prefix?: string[];
+  config?: string;
+  tls?: boolean;
 }): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
   const host = opts.host ?? '127.0.0.1';
   mkdirSync(opts.dir, { recursive: true });
+  const conf = join(opts.dir, 'redis-server.conf');
+  writeFileSync(conf, opts.config ?? '', { mode: 0o600 });
+  chmodSync(conf, 0o600);
   return startProcess({
     name: 'redis-server',
     bin: opts.bin ?? 'redis-server',
     args: [
-      '--port',
-      String(port),
+      conf,
+      ...(opts.tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)]),
       '--bind',
       host,
       '--dir',
@@ -286,7 +298,7 @@ export async function startRedisServer(opts: {
     ],
     host,
     port,
-    url: `redis://${host}:${port}`,
+    url: `${opts.tls ? 'rediss' : 'redis'}://${host}:${port}`,
     prefix: opts.prefix,
   });
 }

@@ -23,6 +23,9 @@ export type { Buckets } from './streams.js';
 export { publishEvent } from './events.js';
 export { WATCH_REOPEN_MAX_MS, WATCH_REOPEN_MIN_MS, watchBucket } from './bucket-watch.js';
 export { listBucketKeys } from './bucket-keys.js';
+export { NATS_ROLES, ROLE_PERMISSIONS } from './role-permissions.js';
+export type { NatsRole, RolePermissions } from './role-permissions.js';
+export { natsAuthenticator, natsTlsOptions } from './nats-auth.js';
 export type { BucketWatch, BucketWatchOptions } from './bucket-watch.js';
 export { KV_WRITE_RETRY_MAX_MS, KV_WRITE_RETRY_MIN_MS, LatestValueWriter } from './latest-value-writer.js';
 export type {

@@ -7,7 +7,7 @@ import {
   type DynamicModule,
   type OnApplicationShutdown,
 } from '@nestjs/common';
-import type { CommonConfig } from '#libs/config';
+import { redactedUrl, type CommonConfig } from '#libs/config';
 import {
   connectNats,
   connectRedis,
@@ -58,8 +58,8 @@ export class ConnectionsModule {
         {
           provide: NATS_CONNECTION,
           useFactory: async () => {
-            readiness.set('nats', () => `connecting to ${config.natsUrl}`);
-            const nc = await connectNats(config.natsUrl, `${role} ${config.id}`, logger);
+            readiness.set('nats', () => `connecting to ${redactedUrl(config.natsUrl)}`);
+            const nc = await connectNats(config, `${role} ${config.id}`, logger);
             await ensureStreams(nc, config.jsReplicas);
             readiness.set('nats', natsReadiness(nc));
             return nc;
@@ -73,7 +73,7 @@ export class ConnectionsModule {
         {
           provide: REDIS_CONNECTION,
           useFactory: async () => {
-            readiness.set('redis', () => `connecting to ${config.redisUrl}`);
+            readiness.set('redis', () => `connecting to ${redactedUrl(config.redisUrl)}`);
             const redis = await connectRedis(config.redisUrl, config.id.replace(/[^A-Za-z0-9_-]/g, '-'), logger);
             readiness.set('redis', redisReadiness(redis));
             return redis;
