@@ -13,3 +13,12 @@ export {
   readServiceConfig,
 } from './service-config.js';
 export type { CommonConfig } from './service-config.js';
+export {
+  PSERVER_SERVER_TLS_CONFIG,
+  PSERVER_TLS_CONFIG,
+  REDIS_TLS_CONFIG,
+  pserverTlsOf,
+  readTlsMaterial,
+  redisTlsOf,
+} from './tls-config.js';
+export type { PserverTlsConfig, RedisTlsConfig, TlsMaterial } from './tls-config.js';

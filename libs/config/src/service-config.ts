@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { LOG_FORMATS, type LogFormat } from '#libs/logging';
 import { env, readConfig, type EnvSpec } from './env-config.js';
+import { REDIS_TLS_CONFIG, type RedisTlsConfig } from './tls-config.js';
 
 /** Default NATS server URL for a local cluster. */
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
@@ -17,10 +18,10 @@ export const DEFAULT_METRICS_HOST = '127.0.0.1';
 export const DEFAULT_METRICS_PORT = 0;
 
 /** Settings every Tributary service reads from its environment. */
-export interface CommonConfig {
+export interface CommonConfig extends RedisTlsConfig {
   /** NATS server URL(s), comma-separated (`NATS_URL`). */
   natsUrl: string;
-  /** Redis URL (`REDIS_URL`). */
+  /** Redis URL (`REDIS_URL`): `redis://` or `rediss://` (TLS), with `user:password@` for an ACL user. */
   redisUrl: string;
   /** This process's id (`TRIBUTARY_ID`), default `<role>-<host>-<pid>-<random>`. */
   id?: string;
@@ -46,6 +47,7 @@ export const COMMON_CONFIG: EnvSpec<CommonConfig> = {
   metricsHost: ['METRICS_HOST', env.string({ default: DEFAULT_METRICS_HOST })],
   metricsPort: ['METRICS_PORT', env.int({ default: DEFAULT_METRICS_PORT, min: 0, max: 65_535 })],
   metricsAdvertiseHost: ['METRICS_ADVERTISE_HOST', env.optionalString()],
+  ...REDIS_TLS_CONFIG,
 };
 
 /** Reads the common settings plus a service's own, all validated together. */

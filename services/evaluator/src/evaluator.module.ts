@@ -8,7 +8,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { getPriority, setPriority } from 'node:os';
-import type { CommonConfig } from '#libs/config';
+import { pserverTlsOf, type CommonConfig } from '#libs/config';
 import { selectBackend } from '#libs/learner';
 import type { Buckets, NatsConnection } from '#libs/messaging';
 import type { ServiceMetrics } from '#libs/service-metrics';
@@ -99,7 +99,7 @@ export class EvaluatorModule {
             provide: SNAPSHOT_PARAMS,
             inject: [BUCKETS],
             useFactory: (buckets: Buckets): SnapshotParamsSource =>
-              new PserverSnapshotParams(buckets.pservers, config.id),
+              new PserverSnapshotParams(buckets.pservers, config.id, pserverTlsOf(config)),
           }
         : { provide: SNAPSHOT_PARAMS, useValue: options.params };
     return {

@@ -4,7 +4,6 @@ import { finished, type Writable } from 'node:stream';
 import {
   Metadata,
   Server,
-  ServerCredentials,
   status as GrpcStatus,
   type ServerDuplexStream,
   type ServerErrorResponse,
@@ -22,6 +21,7 @@ import {
   SHARD_VERSION_METADATA_KEY,
   TensorAssembler,
   float32Values,
+  serverCredentials,
   tensorParts,
   typedArrayOf,
   type DataType,
@@ -29,6 +29,7 @@ import {
   type NamedTensor,
   type ParameterServerServer,
   type PullChunk,
+  type PserverTls,
   type PullRequest,
   type PushChunk,
   type PushPullReply,
@@ -69,6 +70,8 @@ export interface PserverGrpcServerOptions {
   logger?: LineLogger;
   /** Tensor bytes per streamed message in pulls. Default `TENSOR_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
+  /** TLS with the pserver's certificate; mutual TLS when it has a CA. Default plain text. */
+  tls?: PserverTls;
 }
 
 /** The names the pserver's gRPC health service answers for: the whole server and its service. */
@@ -105,7 +108,7 @@ export class PserverGrpcServer {
     const { host } = this.options;
     const target = host.includes(':') ? `[${host}]:${this.options.port}` : `${host}:${this.options.port}`;
     const port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(target, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+      this.server.bindAsync(target, serverCredentials(this.options.tls), (err, p) => (err ? reject(err) : resolve(p))),
     );
     widenReceiveWindows(this.server, FLOW_CONTROL_WINDOW_BYTES);
     this.bound = { host, port };

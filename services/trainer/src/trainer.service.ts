@@ -7,7 +7,7 @@ import {
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import type { CommonConfig } from '#libs/config';
+import { pserverTlsOf, type CommonConfig } from '#libs/config';
 import { TfjsLearner, selectBackend, type BackendInfo } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import type { Buckets, NatsConnection } from '#libs/messaging';
@@ -59,6 +59,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
 
   async onApplicationBootstrap(): Promise<void> {
     const { id } = this.config;
+    const pserverTls = pserverTlsOf(this.config);
     const backend = await selectBackend(this.config.backend === 'auto' ? '' : this.config.backend);
     this.logger.log(`trainer ${id} using backend ${describeBackend(backend)}`);
     // At the normal level: a trainer on a GPU machine that ends up on the CPU must say why.
@@ -90,7 +91,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
             trainerId: id,
             params,
             directory,
-            client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params } },
+            client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params }, tls: pserverTls },
           },
           metrics,
           spec.transfer,
