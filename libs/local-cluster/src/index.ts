@@ -8,7 +8,7 @@ export {
   startNatsServer,
   startRedisServer,
 } from './server-processes.js';
-export type { ServerProcess } from './server-processes.js';
+export type { RedisServerTls, RedisServerUser, ServerProcess } from './server-processes.js';
 export {
   LocalCluster,
   RESTART_BACKOFF_MS,

@@ -111,16 +111,57 @@ export async function startNatsServer(opts: { dir: string; port?: number; bin?: 
   );
 }
 
-/** Starts `redis-server` with the append-only file under `dir`, on `port` (free one if omitted). */
-export async function startRedisServer(opts: { dir: string; port?: number; bin?: string }): Promise<ServerProcess> {
+/** TLS of a `redis-server`: PEM files of its certificate, key, and the CA that verifies clients. */
+export interface RedisServerTls {
+  cert: string;
+  key: string;
+  ca: string;
+  /** Require client certificates the CA signed (mutual TLS). Default false. */
+  authClients?: boolean;
+}
+
+/** An ACL user of a `redis-server`, allowed every command and key. */
+export interface RedisServerUser {
+  name: string;
+  password: string;
+}
+
+/**
+ * Starts `redis-server` with the append-only file under `dir`, on `port` (free one if omitted).
+ * With `tls` it listens on that port over TLS only (the URL is then `rediss://`); with `users`
+ * the default user is off and only those users may log in.
+ */
+export async function startRedisServer(opts: {
+  dir: string;
+  port?: number;
+  bin?: string;
+  tls?: RedisServerTls;
+  users?: readonly RedisServerUser[];
+}): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
   mkdirSync(opts.dir, { recursive: true });
+  const listen = opts.tls
+    ? [
+        '--port',
+        '0',
+        '--tls-port',
+        String(port),
+        '--tls-cert-file',
+        opts.tls.cert,
+        '--tls-key-file',
+        opts.tls.key,
+        '--tls-ca-cert-file',
+        opts.tls.ca,
+        '--tls-auth-clients',
+        opts.tls.authClients ? 'yes' : 'no',
+      ]
+    : ['--port', String(port)];
+  const users = (opts.users ?? []).flatMap((u) => ['--user', u.name, 'on', `>${u.password}`, '~*', '&*', '+@all']);
   return startProcess(
     'redis-server',
     opts.bin ?? 'redis-server',
     [
-      '--port',
-      String(port),
+      ...listen,
       '--bind',
       '127.0.0.1',
       '--dir',
@@ -135,8 +176,9 @@ export async function startRedisServer(opts: { dir: string; port?: number; bin?:
       'no',
       '--protected-mode',
       'yes',
+      ...(users.length > 0 ? ['--user', 'default', 'off', ...users] : []),
     ],
     port,
-    `redis://127.0.0.1:${port}`,
+    `${opts.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
   );
 }

@@ -2,8 +2,8 @@ export { CONSUMERS, JOB_ID_PATTERN, KV_BUCKETS, STREAMS, SUBJECTS } from './subj
 export { MalformedMessageError, decodeJsonObject, encodeJson, numberField, stringField } from './json-codec.js';
 export { NATS_RECONNECT_MAX_MS, NATS_RECONNECT_MIN_MS, connectNats } from './nats-connection.js';
 export type { NatsConnection } from './nats-connection.js';
-export { REDIS_RECONNECT_MAX_MS, REDIS_RECONNECT_MIN_MS, connectRedis } from './redis-connection.js';
-export type { RedisConnection } from './redis-connection.js';
+export { REDIS_RECONNECT_MAX_MS, REDIS_RECONNECT_MIN_MS, connectRedis, redactRedisUrl } from './redis-connection.js';
+export type { RedisConnection, RedisTls } from './redis-connection.js';
 export { MEMBERS_BUCKET_TTL_MS, ensureStreams, ensureTrainerConsumer, openBuckets } from './streams.js';
 export type { Buckets } from './streams.js';
 export { publishEvent } from './events.js';

@@ -7,10 +7,11 @@ import {
   type DynamicModule,
   type OnApplicationShutdown,
 } from '@nestjs/common';
-import type { CommonConfig } from '#libs/config';
+import { redisTlsOf, type CommonConfig } from '#libs/config';
 import {
   connectNats,
   connectRedis,
+  redactRedisUrl,
   ensureStreams,
   openBuckets,
   type Buckets,
@@ -73,8 +74,13 @@ export class ConnectionsModule {
         {
           provide: REDIS_CONNECTION,
           useFactory: async () => {
-            readiness.set('redis', () => `connecting to ${config.redisUrl}`);
-            const redis = await connectRedis(config.redisUrl, config.id.replace(/[^A-Za-z0-9_-]/g, '-'), logger);
+            readiness.set('redis', () => `connecting to ${redactRedisUrl(config.redisUrl)}`);
+            const redis = await connectRedis(
+              config.redisUrl,
+              config.id.replace(/[^A-Za-z0-9_-]/g, '-'),
+              logger,
+              redisTlsOf(config),
+            );
             readiness.set('redis', redisReadiness(redis));
             return redis;
           },
