@@ -21,4 +21,15 @@ export {
   readTlsMaterial,
   redisTlsOf,
 } from './tls-config.js';
+export {
+  DEFAULT_DATA_ROOTS,
+  DEFAULT_OUTPUT_ROOTS,
+  PATH_ROOTS_CONFIG,
+  PathOutsideRootsError,
+  confineDataPaths,
+  confineOutputPath,
+  confinePath,
+  staticPrefix,
+} from './path-roots.js';
+export type { PathRootsConfig } from './path-roots.js';
 export type { PserverTlsConfig, RedisTlsConfig, TlsMaterial } from './tls-config.js';

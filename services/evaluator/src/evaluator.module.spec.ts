@@ -38,6 +38,8 @@ describe('evaluator module', () => {
       metricsPort: 0,
       backend: 'cpu',
       statusTimeoutMs: 500,
+      dataRoots: ['/nonexistent-data'],
+      outputRoots: ['/nonexistent-output'],
       niceness: 0,
     };
     const app = await NestFactory.createApplicationContext(

@@ -53,6 +53,8 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
       id: this.settings.id,
       backend: backend.kind,
       statusTimeoutMs: this.settings.statusTimeoutMs,
+      dataRoots: this.settings.dataRoots,
+      outputRoots: this.settings.outputRoots,
       metrics: new EvaluatorMetrics(this.metrics),
       metricsUrl: this.metrics.url || undefined,
     });

@@ -1,3 +1,4 @@
+import { tmpdir } from 'node:os';
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -40,6 +41,9 @@ export async function startMaster(
     MASTER_KEY_PREFIX: keyPrefix,
     MASTER_TICK_MS: '100',
     LOG_LEVEL: 'warn',
+    // Tests keep their data sets and outputs in temporary directories.
+    TRIBUTARY_DATA_ROOT: tmpdir(),
+    TRIBUTARY_OUTPUT_ROOT: tmpdir(),
     ...(options.leaseTtlMs !== undefined ? { MASTER_LEASE_TTL_MS: String(options.leaseTtlMs) } : {}),
     ...options.env,
   };

@@ -14,6 +14,7 @@ import type { Buckets, NatsConnection } from '#libs/messaging';
 import { KvShardDirectory } from '#libs/pserver-client';
 import type { ServiceMetrics } from '#libs/service-metrics';
 import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from '#libs/service-runtime';
+import { confinedChunkSource } from './confined-chunks.js';
 import { JobRecordsView } from './job-records-view.js';
 import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import { learnerOptions } from './learner-options.js';
@@ -83,6 +84,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     const jobTrainer = new JobTrainer({
       master,
       createLearner: (spec) => new TfjsLearner(learnerOptions(spec)),
+      readChunk: confinedChunkSource(this.config.dataRoots),
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
         const client = new MeteredPserverClient(
