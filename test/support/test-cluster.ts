@@ -21,7 +21,12 @@ export function testCluster(servers: TestServers, overrides: Partial<ClusterOpti
     evaluators: 1,
     restart: false,
     // Tests keep their data sets and outputs in temporary directories.
-    env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log', TRIBUTARY_DATA_ROOT: tmpdir(), TRIBUTARY_OUTPUT_ROOT: tmpdir() },
+    env: {
+      TRIBUTARY_BACKEND: 'wasm',
+      LOG_LEVEL: 'log',
+      TRIBUTARY_DATA_ROOT: tmpdir(),
+      TRIBUTARY_OUTPUT_ROOT: tmpdir(),
+    },
     say: () => undefined,
     ...overrides,
   });

@@ -4,7 +4,13 @@ import { randomBytes } from 'node:crypto';
 import { InvalidJobSpecError, jobLimitViolations, parseJobSpec, specSizeViolation, type JobSpec } from '#libs/job-spec';
 import { CONSUMERS, JOB_ID_PATTERN, STREAMS } from '#libs/messaging';
 import { indexFiles, type MultiFileIndex } from '#libs/recordio';
-import { PathOutsideRootsError, confineDataPaths, confineOutputPath, confinePath, type CommonConfig } from '#libs/config';
+import {
+  PathOutsideRootsError,
+  confineDataPaths,
+  confineOutputPath,
+  confinePath,
+  type CommonConfig,
+} from '#libs/config';
 import { DurablePull } from './durable-pull.js';
 import { EmptyDatasetError } from './errors.js';
 import { JobChannels } from './job-channels.js';

@@ -1,5 +1,5 @@
-import { tmpdir } from 'node:os';
 import 'reflect-metadata';
+import { tmpdir } from 'node:os';
 import type { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { jetstream, type Consumer, type JetStreamClient } from '@nats-io/jetstream';

@@ -248,7 +248,10 @@ export class ParameterShard {
       await confinePath(dir, [this.options.dataDir], { field: 'path', variable: 'PSERVER_DATA_DIR' });
     } catch (err) {
       if (!(err instanceof PathOutsideRootsError)) throw err;
-      throw new InvalidRequestError('Save', `path ${JSON.stringify(path)} is outside the shard's data directory (PSERVER_DATA_DIR)`);
+      throw new InvalidRequestError(
+        'Save',
+        `path ${JSON.stringify(path)} is outside the shard's data directory (PSERVER_DATA_DIR)`,
+      );
     }
     return dir;
   }
