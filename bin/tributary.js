@@ -30,10 +30,14 @@ function stale() {
 if (stale()) {
   process.stderr.write('tributary: building...\n');
   try {
-    execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], {
-      stdio: 'inherit',
-      cwd: root,
-    });
+    execFileSync(
+      process.execPath,
+      [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')],
+      {
+        stdio: 'inherit',
+        cwd: root,
+      },
+    );
   } catch {
     process.stderr.write('tributary: the build failed; see the errors above\n');
     process.exit(1);

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SERVICE_NODE_FLAGS } from '#libs/local-cluster';
 
@@ -25,7 +26,8 @@ export function startService(role: string, env: Record<string, string>, prefix: 
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` first`);
   const [command, ...args] = [...prefix, process.execPath, ...SERVICE_NODE_FLAGS, script];
   const child = spawn(command, args, {
-    env: { ...process.env, NO_COLOR: '1', ...env },
+    // Tests keep their data sets and outputs in temporary directories.
+    env: { ...process.env, NO_COLOR: '1', TRIBUTARY_DATA_ROOT: tmpdir(), TRIBUTARY_OUTPUT_ROOT: tmpdir(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -1,3 +1,4 @@
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalCluster, type ClusterOptions } from '#libs/local-cluster';
 import type { TestServers } from './servers.js';
@@ -19,7 +20,13 @@ export function testCluster(servers: TestServers, overrides: Partial<ClusterOpti
     masters: 1,
     evaluators: 1,
     restart: false,
-    env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
+    // Tests keep their data sets and outputs in temporary directories.
+    env: {
+      TRIBUTARY_BACKEND: 'wasm',
+      LOG_LEVEL: 'log',
+      TRIBUTARY_DATA_ROOT: tmpdir(),
+      TRIBUTARY_OUTPUT_ROOT: tmpdir(),
+    },
     say: () => undefined,
     ...overrides,
   });

@@ -3,9 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   ConfigErrors,
+  PSERVER_SERVER_TLS_CONFIG,
+  PSERVER_TLS_CONFIG,
   env,
   natsServersOf,
   natsUrlCredentials,
+  pserverTlsOf,
   readConfig,
   readNatsClientConfig,
   readServiceConfig,
@@ -57,6 +60,43 @@ describe('config', () => {
   test('config - oneOf and number', () => {
     expect(() => readConfig({ l: ['L', env.oneOf(['a', 'b'] as const)] }, { L: 'c' })).toThrow('must be one of a, b');
     expect(readConfig({ n: ['N', env.number({ min: 0 })] }, { N: '0.5' })).toEqual({ n: 0.5 });
+  });
+
+  test('config - TLS files must exist, and a certificate without its key names both variables', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'config-tls-'));
+    try {
+      const cert = join(dir, 'cert.pem');
+      writeFileSync(cert, 'CERT');
+      expect(() => readConfig(PSERVER_TLS_CONFIG, { PSERVER_TLS_CERT: cert })).toThrow(
+        'PSERVER_TLS_CERT: is set but PSERVER_TLS_KEY is not',
+      );
+      expect(() => readConfig(PSERVER_TLS_CONFIG, { PSERVER_TLS_KEY: cert })).toThrow(
+        'PSERVER_TLS_KEY: is set but PSERVER_TLS_CERT is not',
+      );
+      expect(() => readConfig(PSERVER_TLS_CONFIG, { PSERVER_TLS_CA: join(dir, 'missing.pem') })).toThrow(
+        /PSERVER_TLS_CA: ".*missing\.pem" cannot be read \(ENOENT\)/,
+      );
+      expect(() => readConfig(PSERVER_TLS_CONFIG, { PSERVER_TLS_CA: dir })).toThrow('is not a file');
+      expect(() => readConfig(PSERVER_SERVER_TLS_CONFIG, { PSERVER_TLS_CA: cert })).toThrow(
+        'PSERVER_TLS_CA: is set but PSERVER_TLS_CERT is not',
+      );
+      expect(() => readServiceConfig({}, { REDIS_TLS_KEY: cert })).toThrow(
+        'REDIS_TLS_KEY: is set but REDIS_TLS_CERT is not',
+      );
+      const cfg = readConfig(PSERVER_TLS_CONFIG, {
+        PSERVER_TLS_CERT: cert,
+        PSERVER_TLS_KEY: cert,
+        PSERVER_TLS_CA: cert,
+      });
+      expect(pserverTlsOf(cfg)).toEqual({
+        cert: Buffer.from('CERT'),
+        key: Buffer.from('CERT'),
+        ca: Buffer.from('CERT'),
+      });
+      expect(pserverTlsOf(readConfig(PSERVER_TLS_CONFIG, {}))).toBeUndefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

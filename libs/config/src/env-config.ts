@@ -3,7 +3,8 @@ import { ConfigError, ConfigErrors } from './errors.js';
 
 /** Reads one variable from the environment; throws `ConfigError` naming it when bad. */
 export interface EnvField<T> {
-  read(name: string, raw: string | undefined): T;
+  /** `source` is the whole environment, for a field that depends on another variable. */
+  read(name: string, raw: string | undefined, source: Env): T;
   /** Human-readable description of the accepted values, for usage text. */
   readonly describe: string;
 }
@@ -39,6 +40,34 @@ export const env = {
     };
   },
 
+  /**
+   * An optional path to a file that must exist; `pairedWith` names a variable that must be set
+   * with this one (a certificate and its key), the error naming both.
+   */
+  file(opts: { pairedWith?: string } = {}): EnvField<string | undefined> {
+    return {
+      describe: 'path to an existing file (optional)',
+      read: (name, raw, source) => {
+        if (!present(raw)) return undefined;
+        const path = raw.trim();
+        if (opts.pairedWith !== undefined && !present(source[opts.pairedWith])) {
+          throw new ConfigError(name, `is set but ${opts.pairedWith} is not: set both`);
+        }
+        let isFile: boolean;
+        try {
+          isFile = statSync(path).isFile();
+        } catch (cause) {
+          throw new ConfigError(
+            name,
+            `${JSON.stringify(path)} cannot be read (${(cause as NodeJS.ErrnoException).code ?? 'error'})`,
+            { cause },
+          );
+        }
+        if (!isFile) throw new ConfigError(name, `${JSON.stringify(path)} is not a file`);
+        return path;
+      },
+    };
+  },
   optionalString(): EnvField<string | undefined> {
     return { describe: 'string (optional)', read: (_name, raw) => (present(raw) ? raw.trim() : undefined) };
   },
@@ -158,7 +187,7 @@ export function readConfig<T>(spec: EnvSpec<T>, source: Env = process.env, check
   for (const key of Object.keys(spec) as (keyof T)[]) {
     const [variable, field] = spec[key];
     try {
-      out[key] = field.read(variable, source[variable]);
+      out[key] = field.read(variable, source[variable], source);
     } catch (err) {
       if (err instanceof ConfigError) errors.push(err);
       else throw err;

@@ -24,3 +24,23 @@ export {
   readServiceConfig,
 } from './service-config.js';
 export type { CommonConfig } from './service-config.js';
+export {
+  PSERVER_SERVER_TLS_CONFIG,
+  PSERVER_TLS_CONFIG,
+  REDIS_TLS_CONFIG,
+  pserverTlsOf,
+  readTlsMaterial,
+  redisTlsOf,
+} from './tls-config.js';
+export {
+  DEFAULT_DATA_ROOTS,
+  DEFAULT_OUTPUT_ROOTS,
+  PATH_ROOTS_CONFIG,
+  PathOutsideRootsError,
+  confineDataPaths,
+  confineOutputPath,
+  confinePath,
+  staticPrefix,
+} from './path-roots.js';
+export type { PathRootsConfig } from './path-roots.js';
+export type { PserverTlsConfig, RedisTlsConfig, TlsMaterial } from './tls-config.js';

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { LOG_FORMATS, type LogFormat } from '#libs/logging';
 import { env, readConfig, type EnvSpec } from './env-config.js';
 import { NATS_CLIENT_CONFIG, natsClientRules, type NatsClientConfig } from './nats-client-config.js';
+import { REDIS_TLS_CONFIG, type RedisTlsConfig } from './tls-config.js';
 /** Default Redis URL for a local cluster. */
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 /** Interface the metrics and health server binds to when `METRICS_HOST` is unset. */
@@ -19,8 +20,8 @@ export const DEFAULT_JS_REPLICAS = 1;
 export const MAX_JS_REPLICAS = 5;
 
 /** Settings every Tributary service reads from its environment. */
-export interface CommonConfig extends NatsClientConfig {
-  /** Redis URL (`REDIS_URL`). */
+export interface CommonConfig extends NatsClientConfig, RedisTlsConfig {
+  /** Redis URL (`REDIS_URL`): `redis://` or `rediss://` (TLS), with `user:password@` for an ACL user. */
   redisUrl: string;
   /** This process's id (`TRIBUTARY_ID`), default `<role>-<host>-<pid>-<random>`. */
   id?: string;
@@ -52,6 +53,7 @@ export const COMMON_CONFIG: EnvSpec<CommonConfig> = {
   metricsPort: ['METRICS_PORT', env.int({ default: DEFAULT_METRICS_PORT, min: 0, max: 65_535 })],
   metricsAdvertiseHost: ['METRICS_ADVERTISE_HOST', env.optionalString()],
   jsReplicas: ['TRIBUTARY_JS_REPLICAS', env.int({ default: DEFAULT_JS_REPLICAS, min: 1, max: MAX_JS_REPLICAS })],
+  ...REDIS_TLS_CONFIG,
 };
 
 /** Reads the common settings plus a service's own, all validated together. */

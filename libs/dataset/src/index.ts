@@ -35,7 +35,14 @@ export { FASHION_MNIST_FILES, convertFashionMnist } from './fashion-mnist.js';
 export { ShardedRecordWriter, shardPath } from './shard-writer.js';
 export { readExamples, readIdxExamples } from './read-examples.js';
 
-export type { DecodedExample, Example, ExampleEncoding, ExampleHeader, FeatureDtype, LabelDtype } from './example-record.js';
+export type {
+  DecodedExample,
+  Example,
+  ExampleEncoding,
+  ExampleHeader,
+  FeatureDtype,
+  LabelDtype,
+} from './example-record.js';
 export type { IdxArray, IdxData, IdxDataType } from './idx.js';
 export type { CsvRow } from './csv-reader.js';
 export type { ConvertIdxOptions } from './convert-idx.js';

@@ -5,16 +5,10 @@ import { join } from 'node:path';
 import { NATS_ROLES, type NatsRole } from '#libs/messaging';
 import { createCertificateAuthority } from '#libs/tls-certs';
 import { natsConfigString, natsServerSecurityConfig } from './nats-server-config.js';
+import type { RedisServerTls } from './server-processes.js';
 
 /** The Redis ACL user every service of a secured local cluster logs in as. */
 export const REDIS_CLUSTER_USER = 'tributary';
-
-/**
- * Whether the services of a secured local cluster reach Redis over TLS (`rediss://` and
- * `REDIS_TLS_CA`). Off while the services' Redis client does not read `REDIS_TLS_*`: Redis then
- * listens on plain TCP, still behind its ACL user.
- */
-export const SECURE_CLUSTER_REDIS_TLS = false;
 
 /** Holders of a certificate in a secured local cluster: the servers and every role. */
 type CertificateHolder = NatsRole | 'nats' | 'redis';
@@ -128,20 +122,15 @@ export function serviceSecurityEnv(security: ClusterSecurity, role: NatsRole): R
     PSERVER_TLS_CERT: certificateFile(security, role),
     PSERVER_TLS_KEY: keyFile(security, role),
     PSERVER_TLS_CA: security.caFile,
-    ...(SECURE_CLUSTER_REDIS_TLS
-      ? {
-          REDIS_TLS_CA: security.caFile,
-          REDIS_TLS_CERT: certificateFile(security, role),
-          REDIS_TLS_KEY: keyFile(security, role),
-        }
-      : {}),
+    REDIS_TLS_CA: security.caFile,
+    REDIS_TLS_CERT: certificateFile(security, role),
+    REDIS_TLS_KEY: keyFile(security, role),
   };
 }
 
-/** The Redis URL a service of a secured cluster uses: the ACL user, and TLS when it is on. */
+/** The Redis URL a service of a secured cluster uses: TLS, as the ACL user. */
 export function secureRedisUrl(security: ClusterSecurity, port: number): string {
-  const scheme = SECURE_CLUSTER_REDIS_TLS ? 'rediss' : 'redis';
-  return `${scheme}://${REDIS_CLUSTER_USER}:${encodeURIComponent(security.redisPassword)}@127.0.0.1:${port}`;
+  return `rediss://${REDIS_CLUSTER_USER}:${encodeURIComponent(security.redisPassword)}@127.0.0.1:${port}`;
 }
 
 /**
@@ -161,23 +150,20 @@ export function natsSecureConfig(security: ClusterSecurity, logFile?: string): s
 }
 
 /**
- * The redis-server configuration of a secured cluster: the default user off, one ACL user for
- * the services (every command but administration and flushes), and TLS when it is on.
+ * The redis-server ACL of a secured cluster: the default user off, and one user for the services
+ * (every command but administration and flushes).
  */
 export function redisSecureConfig(security: ClusterSecurity): string {
-  const lines = [
+  return [
     'user default off',
     `user ${REDIS_CLUSTER_USER} on >${security.redisPassword} ~* &* +@all -@admin -flushall -flushdb`,
-  ];
-  if (SECURE_CLUSTER_REDIS_TLS) {
-    lines.push(
-      `tls-cert-file ${certificateFile(security, 'redis')}`,
-      `tls-key-file ${keyFile(security, 'redis')}`,
-      `tls-ca-cert-file ${security.caFile}`,
-      'tls-auth-clients optional',
-    );
-  }
-  return `${lines.join('\n')}\n`;
+    '',
+  ].join('\n');
+}
+
+/** The TLS files of a secured cluster's redis-server. */
+export function redisSecureTls(security: ClusterSecurity): RedisServerTls {
+  return { cert: certificateFile(security, 'redis'), key: keyFile(security, 'redis'), ca: security.caFile };
 }
 
 /** Writes `env` as `export NAME='value'` lines, readable by the owner only (a shell may source it). */

@@ -4,11 +4,11 @@ import { join, resolve } from 'node:path';
 import { COMMON_CONFIG } from '#libs/config';
 import { connectNats, ensureStreams, type NatsRole } from '#libs/messaging';
 import {
-  SECURE_CLUSTER_REDIS_TLS,
   natsClientEnv,
   natsSecureConfig,
   prepareClusterSecurity,
   redisSecureConfig,
+  redisSecureTls,
   secureRedisUrl,
   serviceSecurityEnv,
   type ClusterSecurity,
@@ -309,7 +309,7 @@ export class LocalCluster {
     this.natsUrl = opts.natsUrl;
     this.redisUrl = opts.redisUrl;
     const fromEnv = opts.env?.['TRIBUTARY_JS_REPLICAS'] ?? process.env['TRIBUTARY_JS_REPLICAS'];
-    this.jsReplicas = fromEnv ? COMMON_CONFIG.jsReplicas[1].read('TRIBUTARY_JS_REPLICAS', fromEnv) : undefined;
+    this.jsReplicas = fromEnv ? COMMON_CONFIG.jsReplicas[1].read('TRIBUTARY_JS_REPLICAS', fromEnv, {}) : undefined;
     mkdirSync(join(opts.stateDir, 'logs'), { recursive: true });
   }
 
@@ -429,7 +429,7 @@ export class LocalCluster {
       dir,
       port,
       config: redisSecureConfig(this.security),
-      tls: SECURE_CLUSTER_REDIS_TLS,
+      tls: redisSecureTls(this.security),
     });
   }
 

@@ -11,7 +11,14 @@ export {
   startNatsServer,
   startRedisServer,
 } from './server-processes.js';
-export type { NatsClusterProcesses, NatsRouteOptions, NatsServerOptions, ServerProcess } from './server-processes.js';
+export type {
+  NatsClusterProcesses,
+  NatsRouteOptions,
+  NatsServerOptions,
+  RedisServerTls,
+  RedisServerUser,
+  ServerProcess,
+} from './server-processes.js';
 export {
   LocalCluster,
   RESTART_BACKOFF_MS,
@@ -26,7 +33,6 @@ export { SERVICE_INITIAL_OLD_SPACE_MB, SERVICE_NODE_FLAGS } from './service-node
 export type { ClusterFile, ClusterOptions, ServiceProcessInfo, ServiceRole } from './cluster-supervisor.js';
 export {
   REDIS_CLUSTER_USER,
-  SECURE_CLUSTER_REDIS_TLS,
   certificateFile,
   keyFile,
   natsClientEnv,
@@ -34,6 +40,7 @@ export {
   prepareClusterSecurity,
   readEnvFile,
   redisSecureConfig,
+  redisSecureTls,
   writeEnvFile,
 } from './cluster-security.js';
 export type { ClusterSecurity } from './cluster-security.js';

@@ -253,10 +253,26 @@ export async function startNatsCluster(opts: {
   return cluster;
 }
 
+/** TLS of a `redis-server`: PEM files of its certificate, key, and the CA that verifies clients. */
+export interface RedisServerTls {
+  cert: string;
+  key: string;
+  ca: string;
+  /** Require client certificates the CA signed (mutual TLS). Default false. */
+  authClients?: boolean;
+}
+
+/** An ACL user of a `redis-server`, allowed every command and key. */
+export interface RedisServerUser {
+  name: string;
+  password: string;
+}
+
 /**
  * Starts `redis-server` with the append-only file under `dir`, on `host` (default 127.0.0.1) and
- * `port` (free one if omitted). `config` (users, TLS files) goes into a configuration file only
- * the owner may read; with `tls` the port speaks TLS only.
+ * `port` (free one if omitted). With `tls` it listens on that port over TLS only (the URL is then
+ * `rediss://`); with `users` the default user is off and only those users may log in; `config`
+ * adds lines of its own (finer ACLs). The configuration file is readable by the owner only.
  */
 export async function startRedisServer(opts: {
   dir: string;
@@ -265,14 +281,15 @@ export async function startRedisServer(opts: {
   bin?: string;
   /** Words run before the binary (a wrapper such as `ip netns exec <ns>`). */
   prefix?: string[];
+  tls?: RedisServerTls;
+  users?: readonly RedisServerUser[];
   config?: string;
-  tls?: boolean;
 }): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
   const host = opts.host ?? '127.0.0.1';
   mkdirSync(opts.dir, { recursive: true });
   const conf = join(opts.dir, 'redis-server.conf');
-  writeFileSync(conf, opts.config ?? '', { mode: 0o600 });
+  writeFileSync(conf, redisServerConfig(opts), { mode: 0o600 });
   chmodSync(conf, 0o600);
   return startProcess({
     name: 'redis-server',
@@ -301,4 +318,25 @@ export async function startRedisServer(opts: {
     url: `${opts.tls ? 'rediss' : 'redis'}://${host}:${port}`,
     prefix: opts.prefix,
   });
+}
+
+/** The configuration file of a `redis-server` (see `startRedisServer`). */
+function redisServerConfig(opts: {
+  tls?: RedisServerTls;
+  users?: readonly RedisServerUser[];
+  config?: string;
+}): string {
+  const lines: string[] = [];
+  if (opts.tls) {
+    lines.push(
+      `tls-cert-file ${JSON.stringify(opts.tls.cert)}`,
+      `tls-key-file ${JSON.stringify(opts.tls.key)}`,
+      `tls-ca-cert-file ${JSON.stringify(opts.tls.ca)}`,
+      `tls-auth-clients ${opts.tls.authClients ? 'yes' : 'no'}`,
+    );
+  }
+  const users = opts.users ?? [];
+  if (users.length > 0) lines.push('user default off');
+  for (const u of users) lines.push(`user ${u.name} on >${u.password} ~* &* +@all`);
+  return `${[...lines, opts.config ?? ''].join('\n')}\n`;
 }

@@ -3,7 +3,7 @@ export { MalformedMessageError, decodeJsonObject, encodeJson, numberField, strin
 export { NATS_RECONNECT_MAX_MS, NATS_RECONNECT_MIN_MS, connectNats } from './nats-connection.js';
 export type { NatsConnection } from './nats-connection.js';
 export { REDIS_RECONNECT_MAX_MS, REDIS_RECONNECT_MIN_MS, connectRedis } from './redis-connection.js';
-export type { RedisConnection } from './redis-connection.js';
+export type { RedisConnection, RedisTls } from './redis-connection.js';
 export {
   JetStreamNotClusteredError,
   MEMBERS_BUCKET_TTL_MS,

@@ -50,6 +50,7 @@ export type {
   FloatWireType,
   JobStatus,
   NamedTensor,
+  PserverTls,
   PushReply,
   SaveReply,
   ShardMap,

@@ -1,6 +1,5 @@
 import {
   Metadata,
-  credentials,
   type ChannelOptions,
   type ClientDuplexStream,
   type ClientWritableStream,
@@ -13,7 +12,9 @@ import {
   DataType,
   ParameterServerClient,
   TensorAssembler,
+  channelCredentials,
   tensorParts,
+  tlsChannelOptions,
   toNamedTensor,
   type BeginInitReply,
   type BeginInitRequest,
@@ -23,6 +24,7 @@ import {
   type InitParamsReply,
   type JoinReply,
   type NamedTensor,
+  type PserverTls,
   type PullChunk,
   type PushChunk,
   type PushPullReply,
@@ -54,6 +56,8 @@ export interface PserverClientOptions {
    * predates `Steps`.
    */
   stepStreams?: boolean;
+  /** TLS to the shard, with a client certificate for mutual TLS. Default plain text. */
+  tls?: PserverTls;
 }
 
 /**
@@ -131,8 +135,9 @@ export class PserverClient {
     this.maxChunkBytes = options.maxChunkBytes ?? TENSOR_CHUNK_SIZE_BYTES;
     this.gradientType = wireType(options.transfer?.gradients ?? 'float32', 'gradients');
     this.paramsType = wireType(options.transfer?.params ?? 'float32', 'params');
-    this.client = new ParameterServerClient(address, credentials.createInsecure(), {
+    this.client = new ParameterServerClient(address, channelCredentials(options.tls), {
       ...CLIENT_CHANNEL_OPTIONS,
+      ...tlsChannelOptions(options.tls),
       ...options.channelOptions,
     });
   }

@@ -11,6 +11,7 @@ export {
   SERVER_CHANNEL_OPTIONS,
 } from './grpc-options.js';
 export { ShardMap, ShardingError, assignShards } from './sharding.js';
+export { PserverTlsError, channelCredentials, serverCredentials, tlsChannelOptions } from './transport-security.js';
 export { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from './half-precision.js';
 export {
   FLOAT_WIRE_TYPES,
@@ -39,6 +40,7 @@ export {
 } from './tensor-wire.js';
 
 export type { ParamSize } from './sharding.js';
+export type { PserverTls } from './transport-security.js';
 export type { AssembledTensor, FloatWireType, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';
 export type {
   BeginInitReply,

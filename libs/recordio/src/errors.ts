@@ -46,7 +46,9 @@ export class BadMagicError extends ChunkError {
   constructor(location: ChunkLocation, found: number, options?: ErrorOptions) {
     super(
       location,
-      `bad magic number in chunk at byte ${location.offset} (found ${hex32(found)}, expected 0x01020304)`,
+      // The bytes found stay out of the message: it may reach whoever named the file, and must not
+      // show them what a file that is not RecordIO holds.
+      `bad magic number in chunk at byte ${location.offset} (expected 0x01020304): not a RecordIO chunk`,
       options,
     );
     this.found = found >>> 0;

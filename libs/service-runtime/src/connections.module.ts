@@ -7,7 +7,7 @@ import {
   type DynamicModule,
   type OnApplicationShutdown,
 } from '@nestjs/common';
-import { redactedUrl, type CommonConfig } from '#libs/config';
+import { redactedUrl, redisTlsOf, type CommonConfig } from '#libs/config';
 import {
   connectNats,
   connectRedis,
@@ -74,7 +74,12 @@ export class ConnectionsModule {
           provide: REDIS_CONNECTION,
           useFactory: async () => {
             readiness.set('redis', () => `connecting to ${redactedUrl(config.redisUrl)}`);
-            const redis = await connectRedis(config.redisUrl, config.id.replace(/[^A-Za-z0-9_-]/g, '-'), logger);
+            const redis = await connectRedis(
+              config.redisUrl,
+              config.id.replace(/[^A-Za-z0-9_-]/g, '-'),
+              logger,
+              redisTlsOf(config),
+            );
             readiness.set('redis', redisReadiness(redis));
             return redis;
           },

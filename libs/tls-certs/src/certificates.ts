@@ -5,7 +5,11 @@ import * as x509 from '@peculiar/x509';
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
 /** ECDSA on P-256 with SHA-256: short keys, fast to make, accepted by Node, NATS and Redis. */
-const KEY_ALGORITHM: webcrypto.EcKeyGenParams & webcrypto.EcdsaParams = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+const KEY_ALGORITHM: webcrypto.EcKeyGenParams & webcrypto.EcdsaParams = {
+  name: 'ECDSA',
+  namedCurve: 'P-256',
+  hash: 'SHA-256',
+};
 const DAY_MS = 86_400_000;
 
 /** A certificate and its private key, both PEM. */
@@ -71,7 +75,10 @@ export async function createCertificateAuthority(name: string, days = 3650): Pro
   const caKeyPem = await pkcs8Pem(keys.privateKey);
 
   const issue = async (options: LeafOptions): Promise<PemPair> => {
-    const leafKeys = (await webcrypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+    const leafKeys = (await webcrypto.subtle.generateKey(KEY_ALGORITHM, true, [
+      'sign',
+      'verify',
+    ])) as webcrypto.CryptoKeyPair;
     const altNames: x509.JsonGeneralName[] = [
       ...(options.dnsNames ?? []).map((value) => ({ type: 'dns' as const, value })),
       ...(options.ipAddresses ?? []).map((value) => ({ type: 'ip' as const, value })),

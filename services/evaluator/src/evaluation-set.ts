@@ -4,6 +4,7 @@
  */
 import type { JobSpec } from '#libs/job-spec';
 import { decodeBatch, type Batch } from '#libs/learner';
+import { confineDataPaths, confinePath } from '#libs/config';
 import { indexFiles, readChunk } from '#libs/recordio';
 import { EvaluationSetError } from './errors.js';
 
@@ -25,6 +26,8 @@ export interface EvaluationSet {
 export interface EvaluationSetOptions {
   /** Directory that relative patterns are resolved against; the process's by default. */
   cwd?: string;
+  /** Where the files may be (`TRIBUTARY_DATA_ROOT`), links resolved; anywhere when unset. */
+  dataRoots?: readonly string[];
 }
 
 /**
@@ -43,7 +46,14 @@ export async function loadEvaluationSet(
   const limit = spec.evaluation.maxExamples ?? Number.POSITIVE_INFINITY;
   let index;
   try {
+    const roots = options.dataRoots;
+    if (roots) await confineDataPaths('eval', spec.dataset.eval, roots, options.cwd);
     index = await indexFiles(spec.dataset.eval, options);
+    if (roots) {
+      for (const file of index.files) {
+        await confinePath(file, roots, { field: 'dataset.eval', variable: 'TRIBUTARY_DATA_ROOT', cwd: options.cwd });
+      }
+    }
   } catch (cause) {
     throw new EvaluationSetError(spec.id, (cause as Error).message, { cause });
   }

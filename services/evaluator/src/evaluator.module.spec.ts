@@ -39,6 +39,8 @@ describe('evaluator module', () => {
       jsReplicas: 1,
       backend: 'cpu',
       statusTimeoutMs: 500,
+      dataRoots: ['/nonexistent-data'],
+      outputRoots: ['/nonexistent-output'],
       niceness: 0,
     };
     const app = await NestFactory.createApplicationContext(

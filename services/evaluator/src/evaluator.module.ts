@@ -8,7 +8,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { getPriority, setPriority } from 'node:os';
-import type { CommonConfig } from '#libs/config';
+import { pserverTlsOf, type CommonConfig } from '#libs/config';
 import { selectBackend } from '#libs/learner';
 import type { Buckets, NatsConnection } from '#libs/messaging';
 import type { ServiceMetrics } from '#libs/service-metrics';
@@ -53,6 +53,8 @@ class EvaluatorLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
       id: this.settings.id,
       backend: backend.kind,
       statusTimeoutMs: this.settings.statusTimeoutMs,
+      dataRoots: this.settings.dataRoots,
+      outputRoots: this.settings.outputRoots,
       metrics: new EvaluatorMetrics(this.metrics),
       metricsUrl: this.metrics.url || undefined,
     });
@@ -99,7 +101,7 @@ export class EvaluatorModule {
             provide: SNAPSHOT_PARAMS,
             inject: [BUCKETS],
             useFactory: (buckets: Buckets): SnapshotParamsSource =>
-              new PserverSnapshotParams(buckets.pservers, config.id),
+              new PserverSnapshotParams(buckets.pservers, config.id, pserverTlsOf(config)),
           }
         : { provide: SNAPSHOT_PARAMS, useValue: options.params };
     return {

@@ -5,6 +5,7 @@
  * status fresh.
  */
 import { hostname } from 'node:os';
+import { confineOutputPath } from '#libs/config';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { KvWatchEntry } from '@nats-io/kv';
 import { validateJobSpec, type JobSpec } from '#libs/job-spec';
@@ -27,8 +28,12 @@ export interface EvaluatorOptions {
   /** The TF.js backend in use, for the member entry. */
   backend?: string;
   statusTimeoutMs?: number;
-  /** Directory that relative evaluation patterns are resolved against. */
+  /** Directory that relative evaluation patterns and outputs are resolved against. */
   cwd?: string;
+  /** Where `dataset.eval` files may be (`TRIBUTARY_DATA_ROOT`); anywhere when unset. */
+  dataRoots?: readonly string[];
+  /** Where `output` may be (`TRIBUTARY_OUTPUT_ROOT`); anywhere when unset. */
+  outputRoots?: readonly string[];
   /** Where evaluations are recorded for Prometheus. */
   metrics?: EvaluatorMetrics;
   /** Where this process serves its metrics, for the member entry. */
@@ -61,7 +66,7 @@ export class Evaluator {
     private readonly logger: LineLogger,
     private readonly options: EvaluatorOptions,
   ) {
-    this.evaluationSets = new EvaluationSetCache({ cwd: options.cwd });
+    this.evaluationSets = new EvaluationSetCache({ cwd: options.cwd, dataRoots: options.dataRoots });
     this.beacon = new MemberBeacon(buckets.members, {
       role: 'evaluator',
       id: options.id,
@@ -128,7 +133,7 @@ export class Evaluator {
         run.update(record);
         return;
       }
-      const spec = this.specOf(record);
+      const spec = await this.specOf(record);
       if (spec === undefined) return;
       const fresh = this.newRun(record, spec);
       this.logger.log(
@@ -154,7 +159,7 @@ export class Evaluator {
 
   /** A stopped job this process did not follow: exports it unless that was already done. */
   private async exportAfterRestart(record: JobRecord): Promise<void> {
-    const spec = this.specOf(record);
+    const spec = await this.specOf(record);
     if (spec === undefined) return;
     if ((await readExportedSummary(spec.output, record.jobId, record.startedAt)) !== undefined) {
       this.logger.log(`job ${record.jobId}: stopped and already exported to ${spec.output}; completing its history`);
@@ -208,10 +213,15 @@ export class Evaluator {
     this.refreshBeacon();
   }
 
-  /** The job's validated spec, or undefined (logged once per run) when it is not valid. */
-  private specOf(record: JobRecord): JobSpec | undefined {
+  /**
+   * The job's validated spec, or undefined (logged once per run) when it is not valid or its
+   * `output` is outside the output roots.
+   */
+  private async specOf(record: JobRecord): Promise<JobSpec | undefined> {
     try {
-      return validateJobSpec(record.spec);
+      const spec = validateJobSpec(record.spec);
+      if (this.options.outputRoots) await confineOutputPath(spec.output, this.options.outputRoots, this.options.cwd);
+      return spec;
     } catch (err) {
       const key = `${record.jobId}@${record.startedAt}`;
       if (!this.rejected.has(key)) {

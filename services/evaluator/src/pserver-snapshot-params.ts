@@ -2,7 +2,7 @@
 import type { KV } from '@nats-io/kv';
 import type { JobSpec } from '#libs/job-spec';
 import type { PlainTensor } from '#libs/learner';
-import { KvShardDirectory, ShardedPserverClient } from '#libs/pserver-client';
+import { KvShardDirectory, ShardedPserverClient, type PserverTls } from '#libs/pserver-client';
 import { PSERVER_ADDRESS_WAIT_MS, PSERVER_PULL_WAIT_MS } from './defaults.js';
 import { SnapshotParamsError } from './errors.js';
 import type { ParamManifestEntry, SnapshotParamsSource, VersionedParams } from './snapshot-params.js';
@@ -28,6 +28,8 @@ export class PserverSnapshotParams implements SnapshotParamsSource {
     private readonly pservers: KV,
     /** The evaluator's id, sent with its pulls. */
     private readonly evaluatorId: string,
+    /** TLS to the parameter servers; plain text without it. */
+    private readonly tls?: PserverTls,
   ) {}
 
   async loadSnapshot(spec: JobSpec, version: number, manifest: readonly ParamManifestEntry[]): Promise<PlainTensor[]> {
@@ -77,6 +79,7 @@ export class PserverSnapshotParams implements SnapshotParamsSource {
           params: manifest.map((p) => ({ name: p.name, shape: [...p.shape] })),
           directory,
           addressWaitMs: PSERVER_ADDRESS_WAIT_MS,
+          ...(this.tls ? { client: { tls: this.tls } } : {}),
         });
         return { client, directory };
       })();

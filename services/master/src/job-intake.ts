@@ -4,7 +4,13 @@ import { randomBytes } from 'node:crypto';
 import { InvalidJobSpecError, jobLimitViolations, parseJobSpec, specSizeViolation, type JobSpec } from '#libs/job-spec';
 import { CONSUMERS, JOB_ID_PATTERN, STREAMS } from '#libs/messaging';
 import { indexFiles, type MultiFileIndex } from '#libs/recordio';
-import type { CommonConfig } from '#libs/config';
+import {
+  PathOutsideRootsError,
+  confineDataPaths,
+  confineOutputPath,
+  confinePath,
+  type CommonConfig,
+} from '#libs/config';
 import { DurablePull } from './durable-pull.js';
 import { EmptyDatasetError } from './errors.js';
 import { JobChannels } from './job-channels.js';
@@ -104,10 +110,21 @@ export class JobIntake implements LeaderDuty {
     }
     this.channels.publishEvent({ type: 'submitted', jobId });
     const spec = withJobSeed(submitted);
+    try {
+      await this.confine(spec);
+    } catch (err) {
+      if (!(err instanceof PathOutsideRootsError)) throw err;
+      this.refuse(jobId, err.message, err.field);
+      return;
+    }
     let index: MultiFileIndex;
     try {
       index = await this.index(spec);
     } catch (err) {
+      if (err instanceof PathOutsideRootsError) {
+        this.refuse(jobId, err.message, err.field);
+        return;
+      }
       this.refuse(jobId, `dataset.train: ${(err as Error).message}`, 'dataset.train');
       return;
     }
@@ -128,8 +145,23 @@ export class JobIntake implements LeaderDuty {
     await this.announce(driver);
   }
 
+  /**
+   * Refuses data and output paths outside the roots, as far as this machine sees them; the
+   * trainers and the evaluator check again where they open the files.
+   */
+  private async confine(spec: JobSpec): Promise<void> {
+    const { dataRoots, outputRoots } = this.settings;
+    await confineDataPaths('train', spec.dataset.train, dataRoots);
+    await confineDataPaths('eval', spec.dataset.eval, dataRoots);
+    await confineOutputPath(spec.output, outputRoots);
+  }
+
   private async index(spec: JobSpec): Promise<MultiFileIndex> {
     const index = await indexFiles(spec.dataset.train);
+    // A match may be a link that leads out of the roots.
+    for (const file of index.files) {
+      await confinePath(file, this.settings.dataRoots, { field: 'dataset.train', variable: 'TRIBUTARY_DATA_ROOT' });
+    }
     if (index.totalChunks === 0) throw new EmptyDatasetError(spec.id);
     return index;
   }

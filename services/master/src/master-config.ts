@@ -1,4 +1,4 @@
-import { env, type EnvSpec } from '#libs/config';
+import { PATH_ROOTS_CONFIG, env, type EnvSpec, type PathRootsConfig } from '#libs/config';
 import { totalmem } from 'node:os';
 import { LEASE_TTL_MS } from './leader-lease.js';
 import { MAX_JOB_FAULTS } from './task-queue.js';
@@ -23,7 +23,7 @@ export const DEFAULT_MAX_JOB_SPEC_BYTES = 1 << 20;
 export const DEFAULT_MAX_RUNNING_JOBS = 16;
 
 /** The master's own settings. */
-export interface MasterConfig {
+export interface MasterConfig extends PathRootsConfig {
   /** Redis key prefix (`MASTER_KEY_PREFIX`), so several clusters can share one Redis. */
   keyPrefix: string;
   /** Dispatch loop period in milliseconds (`MASTER_TICK_MS`). */
@@ -68,4 +68,5 @@ export const MASTER_CONFIG: EnvSpec<MasterConfig> = {
   maxJobSpecBytes: ['MAX_JOB_SPEC_BYTES', env.int({ default: DEFAULT_MAX_JOB_SPEC_BYTES, min: 1024, max: 64 << 20 })],
   maxRunningJobs: ['MAX_RUNNING_JOBS', env.int({ default: DEFAULT_MAX_RUNNING_JOBS, min: 1, max: 10_000 })],
   maxJobFaults: ['MAX_JOB_FAULTS', env.int({ default: MAX_JOB_FAULTS, min: 1, max: 1000 })],
+  ...PATH_ROOTS_CONFIG,
 };

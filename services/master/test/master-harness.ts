@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { tmpdir } from 'node:os';
 import type { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { jetstream, type Consumer, type JetStreamClient } from '@nats-io/jetstream';
@@ -40,6 +41,9 @@ export async function startMaster(
     MASTER_KEY_PREFIX: keyPrefix,
     MASTER_TICK_MS: '100',
     LOG_LEVEL: 'warn',
+    // Tests keep their data sets and outputs in temporary directories.
+    TRIBUTARY_DATA_ROOT: tmpdir(),
+    TRIBUTARY_OUTPUT_ROOT: tmpdir(),
     ...(options.leaseTtlMs !== undefined ? { MASTER_LEASE_TTL_MS: String(options.leaseTtlMs) } : {}),
     ...options.env,
   };

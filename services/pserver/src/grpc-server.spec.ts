@@ -183,7 +183,12 @@ describe('pserver over gRPC', () => {
     const rounds = 2;
     await Promise.all([
       ...pushers.map(async (t) => {
-        for (let i = 0; i < rounds; i++) await t.pushGradients([0, 0], 8, filled(params, () => 0.25));
+        for (let i = 0; i < rounds; i++)
+          await t.pushGradients(
+            [0, 0],
+            8,
+            filled(params, () => 0.25),
+          );
       }),
       (async () => {
         for (let i = 0; i < rounds; i++) await others[2]!.pullParams(0);

@@ -4,7 +4,6 @@ import { finished, type Writable } from 'node:stream';
 import {
   Metadata,
   Server,
-  ServerCredentials,
   status as GrpcStatus,
   type ServerDuplexStream,
   type ServerErrorResponse,
@@ -21,6 +20,7 @@ import {
   SERVER_CHANNEL_OPTIONS,
   SHARD_VERSION_METADATA_KEY,
   TensorAssembler,
+  serverCredentials,
   tensorParts,
   typedArrayOf,
   type DataType,
@@ -28,6 +28,7 @@ import {
   type NamedTensor,
   type ParameterServerServer,
   type PullChunk,
+  type PserverTls,
   type PullRequest,
   type PushChunk,
   type PushPullReply,
@@ -95,6 +96,8 @@ export interface PserverGrpcServerOptions {
   logger?: LineLogger;
   /** Tensor bytes per streamed message in pulls. Default `TENSOR_CHUNK_SIZE_BYTES`. */
   maxChunkBytes?: number;
+  /** TLS with the pserver's certificate; mutual TLS when it has a CA. Default plain text. */
+  tls?: PserverTls;
 }
 
 /** The names the pserver's gRPC health service answers for: the whole server and its service. */
@@ -136,7 +139,7 @@ export class PserverGrpcServer {
     const { host } = this.options;
     const target = host.includes(':') ? `[${host}]:${this.options.port}` : `${host}:${this.options.port}`;
     const port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(target, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+      this.server.bindAsync(target, serverCredentials(this.options.tls), (err, p) => (err ? reject(err) : resolve(p))),
     );
     widenReceiveWindows(this.server, FLOW_CONTROL_WINDOW_BYTES);
     this.bound = { host, port };

@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { PathOutsideRootsError, confinePath } from '#libs/config';
 import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { KernelBackend } from '#libs/optimizer';
 import type { TensorInfo } from '#libs/pserver-protocol';
@@ -232,9 +233,27 @@ export class ParameterShard {
    */
   async save(jobId: string, path?: string): Promise<{ path: string; version: number }> {
     const job = await this.job(jobId);
-    const dir = path || this.jobDir(jobId);
+    const dir = path ? await this.savePath(path) : this.jobDir(jobId);
     const record = (await this.saveJob(job, dir, true))!;
     return { path: join(dir, record.file), version: record.version };
+  }
+
+  /**
+   * A `Save` directory, made absolute against the data directory; refused unless it resolves
+   * (links included) inside the data directory, so a caller can write nowhere else.
+   */
+  private async savePath(path: string): Promise<string> {
+    const dir = resolve(this.options.dataDir, path);
+    try {
+      await confinePath(dir, [this.options.dataDir], { field: 'path', variable: 'PSERVER_DATA_DIR' });
+    } catch (err) {
+      if (!(err instanceof PathOutsideRootsError)) throw err;
+      throw new InvalidRequestError(
+        'Save',
+        `path ${JSON.stringify(path)} is outside the shard's data directory (PSERVER_DATA_DIR)`,
+      );
+    }
+    return dir;
   }
 
   /** Checkpoints a job in memory now if it changed since its last checkpoint (a job that stopped). */

@@ -1,4 +1,4 @@
-import { env, type CommonConfig, type EnvSpec } from '#libs/config';
+import { PSERVER_SERVER_TLS_CONFIG, env, type CommonConfig, type EnvSpec, type PserverTlsConfig } from '#libs/config';
 import { KERNEL_CHOICES, KERNELS_ENV_VAR, type KernelChoice } from '#libs/wasm-simd';
 import { QUORUM_MEMBER_LAPSE_MS } from './parameter-shard.js';
 import { SHARD_LEASE_TTL_MS } from './shard-lease.js';
@@ -7,7 +7,7 @@ import { SHARD_LEASE_TTL_MS } from './shard-lease.js';
 export const DEFAULT_PSERVER_HOST = '127.0.0.1';
 
 /** The parameter server's own settings. */
-export interface PserverConfig {
+export interface PserverConfig extends PserverTlsConfig {
   /** Which shard this process serves (`PSERVER_SHARD`, required). */
   shard: number;
   /** Interface to bind (`PSERVER_HOST`). */
@@ -42,6 +42,7 @@ export const PSERVER_CONFIG: EnvSpec<PserverConfig> = {
   leaseTtlMs: ['PSERVER_LEASE_TTL_MS', env.int({ default: SHARD_LEASE_TTL_MS, min: 500, max: 600_000 })],
   keyPrefix: ['PSERVER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
   kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],
+  ...PSERVER_SERVER_TLS_CONFIG,
 };
 
 /** The parameter server's full settings: common, its own, and its id. */

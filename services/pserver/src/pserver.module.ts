@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import { advertisedAddress } from '#libs/config';
+import { advertisedAddress, pserverTlsOf } from '#libs/config';
 import {
   Inject,
   Injectable,
@@ -129,7 +129,12 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
     const live = await this.lifecycle.start();
     const resumed = await this.shard.preload(live);
     if (resumed.length > 0) this.logger.log(`resumed ${resumed.length} job(s) before serving: ${resumed.join(', ')}`);
-    this.server = new PserverGrpcServer(this.shard, { host, port, logger: this.logger });
+    this.server = new PserverGrpcServer(this.shard, {
+      host,
+      port,
+      logger: this.logger,
+      tls: pserverTlsOf(this.settings),
+    });
     const bound = await this.server.start();
     this.shard.start();
     this.address = advertisedAddress(host, bound.port, this.settings.advertiseHost);

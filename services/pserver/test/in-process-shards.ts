@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import type { PserverTls } from '#libs/pserver-protocol';
 import { PserverGrpcServer } from '../src/grpc-server.js';
 import { ParameterShard, type ParameterShardOptions } from '../src/parameter-shard.js';
 
@@ -16,13 +17,14 @@ export interface RunningShard {
  * one), with checkpoints under `dataDir`. For tests, benchmarks and single-process setups.
  */
 export async function startShard(
-  options: Omit<ParameterShardOptions, 'dataDir'> & { dataDir: string; host?: string; port?: number },
+  options: Omit<ParameterShardOptions, 'dataDir'> & { dataDir: string; host?: string; port?: number; tls?: PserverTls },
 ): Promise<RunningShard> {
   const shard = new ParameterShard(options);
   const server = new PserverGrpcServer(shard, {
     host: options.host ?? '127.0.0.1',
     port: options.port ?? 0,
     logger: options.logger,
+    tls: options.tls,
   });
   const { address } = await server.start();
   shard.start();

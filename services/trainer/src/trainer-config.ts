@@ -1,4 +1,11 @@
-import { env, type EnvSpec } from '#libs/config';
+import {
+  PATH_ROOTS_CONFIG,
+  PSERVER_TLS_CONFIG,
+  env,
+  type EnvSpec,
+  type PathRootsConfig,
+  type PserverTlsConfig,
+} from '#libs/config';
 import { BACKEND_CHOICES, type BackendChoice } from '#libs/learner';
 import { KERNEL_CHOICES, KERNELS_ENV_VAR, type KernelChoice } from '#libs/wasm-simd';
 import {
@@ -9,7 +16,7 @@ import {
 } from './defaults.js';
 
 /** The trainer's own settings. */
-export interface TrainerConfig {
+export interface TrainerConfig extends PserverTlsConfig, Pick<PathRootsConfig, 'dataRoots'> {
   /** TF.js backend to force (`TRIBUTARY_BACKEND`); by default the fastest present is chosen. */
   backend: 'auto' | BackendChoice;
   /** How long to wait for a task before leaving the sync quorum as idle (`TRAINER_IDLE_WAIT_MS`). */
@@ -48,4 +55,6 @@ export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
   ],
   kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],
   quorumHeartbeatMs: ['TRAINER_QUORUM_HEARTBEAT_MS', env.int({ default: QUORUM_HEARTBEAT_MS, min: 100, max: 600_000 })],
+  ...PSERVER_TLS_CONFIG,
+  dataRoots: PATH_ROOTS_CONFIG.dataRoots,
 };

@@ -7,13 +7,14 @@ import {
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import type { CommonConfig } from '#libs/config';
+import { pserverTlsOf, type CommonConfig } from '#libs/config';
 import { TfjsLearner, selectBackend, type BackendInfo } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import type { Buckets, NatsConnection } from '#libs/messaging';
 import { KvShardDirectory } from '#libs/pserver-client';
 import type { ServiceMetrics } from '#libs/service-metrics';
 import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from '#libs/service-runtime';
+import { confinedChunkSource } from './confined-chunks.js';
 import { JobRecordsView } from './job-records-view.js';
 import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import { learnerOptions } from './learner-options.js';
@@ -59,6 +60,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
 
   async onApplicationBootstrap(): Promise<void> {
     const { id } = this.config;
+    const pserverTls = pserverTlsOf(this.config);
     const backend = await selectBackend(this.config.backend === 'auto' ? '' : this.config.backend);
     this.logger.log(`trainer ${id} using backend ${describeBackend(backend)}`);
     // At the normal level: a trainer on a GPU machine that ends up on the CPU must say why.
@@ -82,6 +84,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     const jobTrainer = new JobTrainer({
       master,
       createLearner: (spec) => new TfjsLearner(learnerOptions(spec)),
+      readChunk: confinedChunkSource(this.config.dataRoots),
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
         const client = new MeteredPserverClient(
@@ -90,7 +93,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
             trainerId: id,
             params,
             directory,
-            client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params } },
+            client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params }, tls: pserverTls },
           },
           metrics,
           spec.transfer,
