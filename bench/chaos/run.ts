@@ -31,6 +31,7 @@ import { CHAOS_TARGETS, ChaosMonkey, type ChaosTarget, type Recovery } from '../
 import { ChaosWaitError, JobEventTap, ShardVersionWatch } from '../../test/support/chaos-watch.js';
 import { JobAccountingWatch } from '../../test/support/job-accounting.js';
 import { seededRandom } from '../../test/support/tiny-dataset.js';
+import { benchPathRoots } from '../cluster/bench-cluster.js';
 
 /** Repository root (this file runs as `dist/bench/chaos/run.js`). */
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -168,7 +169,7 @@ async function main(): Promise<number> {
     masters: 2,
     evaluators: 1,
     restart: false,
-    env: { LOG_LEVEL: 'log' },
+    env: { LOG_LEVEL: 'log', ...benchPathRoots() },
     say,
   });
   const failures: string[] = [];

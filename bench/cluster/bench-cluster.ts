@@ -33,6 +33,17 @@ export interface BenchCluster {
   stop(): Promise<void>;
 }
 
+/**
+ * Where benchmark jobs may read and write: their temporary directories, the checkout's `data`
+ * and `out`, and Debian's data sets (the services confine job paths to these roots).
+ */
+export function benchPathRoots(): { TRIBUTARY_DATA_ROOT: string; TRIBUTARY_OUTPUT_ROOT: string } {
+  return {
+    TRIBUTARY_DATA_ROOT: [tmpdir(), join(ROOT, 'data'), '/usr/share/datasets'].join(':'),
+    TRIBUTARY_OUTPUT_ROOT: [tmpdir(), join(ROOT, 'out')].join(':'),
+  };
+}
+
 /** Starts NATS, Redis, one master, `pservers` shards, `trainers` trainers and `evaluators` evaluators. */
 export async function startBenchCluster(
   sizes: { trainers: number; pservers: number; evaluators: number },
@@ -48,6 +59,7 @@ export async function startBenchCluster(
     masters: 1,
     restart: false,
     say: () => undefined,
+    env: benchPathRoots(),
     ...sizes,
   });
   say(`starting ${sizes.trainers} trainer(s), ${sizes.pservers} pserver(s), ${sizes.evaluators} evaluator(s)`);

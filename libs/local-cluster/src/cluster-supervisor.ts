@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { COMMON_CONFIG } from '#libs/config';
+import { COMMON_CONFIG, redactedUrl } from '#libs/config';
 import { connectNats, ensureStreams, type NatsRole } from '#libs/messaging';
 import {
   natsClientEnv,
@@ -345,7 +345,7 @@ export class LocalCluster {
     if (await isUrlReachable(this.redisUrl)) {
       if (this.security)
         throw new Error(`--secure starts its own Redis server, but one already answers at ${this.redisUrl}`);
-      say(`using Redis at ${this.redisUrl}`);
+      say(`using Redis at ${redactedUrl(this.redisUrl)}`);
     } else {
       this.redis = await this.startRedis(Number(new URL(this.redisUrl).port || 6379));
       say(`started redis-server on ${this.redis.url} (pid ${this.redis.child.pid})`);
@@ -534,7 +534,7 @@ export class LocalCluster {
     const file: ClusterFile = {
       supervisorPid: process.pid,
       natsUrl: this.natsUrl,
-      redisUrl: this.redisUrl,
+      redisUrl: redactedUrl(this.redisUrl),
       ...(this.jsReplicas ? { jsReplicas: this.jsReplicas } : {}),
       startedNats: this.nats !== undefined || this.natsCluster !== undefined,
       startedRedis: this.redis !== undefined,
