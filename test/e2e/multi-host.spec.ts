@@ -173,8 +173,14 @@ describe('multi-host, end to end', () => {
     async () => {
       const [, b, c] = network!.hosts;
       const jsm = await jetstreamManager(nc!);
-      // The services declared every stream with TRIBUTARY_JS_REPLICAS copies.
-      expect((await jsm.streams.info(STREAMS.tasks.name)).config.num_replicas).toBe(3);
+      // The services declared every stream with TRIBUTARY_JS_REPLICAS copies. A stream just
+      // created on a cluster may still be electing its leader, when its info is an error.
+      const tasks = await waitUntil(
+        'the tasks stream answers',
+        () => jsm.streams.info(STREAMS.tasks.name).catch(() => undefined),
+        30_000,
+      );
+      expect(tasks.config.num_replicas).toBe(3);
       const pserversKv: KV = await new Kvm(nc!).open(KV_BUCKETS.pservers);
       const events = new JobEventTap(nc!, JOB_ID);
       const versions = new ShardVersionWatch(pserversKv, JOB_ID, PSERVERS);
