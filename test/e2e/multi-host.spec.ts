@@ -72,6 +72,25 @@ class HostService {
     return service;
   }
 
+  /**
+   * Waits for the service's ready line, following it through restarts: a service that exits at
+   * start-up (a NATS cluster still electing its leaders) is started again, as a supervisor would.
+   */
+  async ready(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const attempt = this.current;
+      try {
+        await attempt.waitFor(/\bready\b/, Math.max(1, deadline - Date.now()));
+        return;
+      } catch (err) {
+        const exited = attempt.child.exitCode !== null || attempt.child.signalCode !== null;
+        if (this.stopping || !exited || Date.now() >= deadline) throw err;
+        await waitUntil(`${this.name} started again`, () => (this.current !== attempt ? true : undefined), 10_000);
+      }
+    }
+  }
+
   async stop(): Promise<void> {
     this.stopping = true;
     const { child, exited } = this.current;
@@ -153,7 +172,7 @@ describe('multi-host, end to end', () => {
       new HostService('trainer-c', 'trainer', { ...common(c), TRIBUTARY_ID: 'trainer-c' }, c),
       new HostService('evaluator-a', 'evaluator', common(a), a),
     );
-    await Promise.all(services.map((s) => s.current.waitFor(/\bready\b/, READY_TIMEOUT_MS)));
+    await Promise.all(services.map((s) => s.ready(READY_TIMEOUT_MS)));
     nc = await connectNats(natsUrl, 'multi-host-test');
   }, 240_000);
 

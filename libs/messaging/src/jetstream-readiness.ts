@@ -1,5 +1,5 @@
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { JetStreamApiError, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { sleep } from '#libs/retry';
 
 /** How long to wait for JetStream to answer before giving up (a cluster electing its meta leader). */
@@ -35,6 +35,41 @@ export async function waitForJetStream(
           { cause },
         );
       }
+      await sleep(JETSTREAM_READY_POLL_MS);
+    }
+  }
+}
+
+/** JetStream's API code for "JetStream system temporarily unavailable" (a cluster between leaders). */
+const JS_TEMPORARILY_UNAVAILABLE = 10008;
+
+/**
+ * Whether `err` is what a NATS cluster answers while JetStream settles: no server answers the
+ * API yet (nats.js calls that "jetstream is not enabled"), a request timed out, or the system is
+ * temporarily unavailable. Not a refusal of the request itself.
+ */
+export function isJetStreamSettling(err: unknown): boolean {
+  if (err instanceof errors.TimeoutError) return true;
+  if (err instanceof JetStreamApiError) return err.code === JS_TEMPORARILY_UNAVAILABLE || err.status === 503;
+  return err instanceof Error && err.name === 'JetStreamNotEnabled';
+}
+
+/**
+ * Runs `declare` (creating streams or buckets), again while JetStream is settling (see
+ * {@link isJetStreamSettling}): a cluster that has just elected its meta leader may still refuse
+ * a stream's creation for a moment after it answered an account info request.
+ * @throws the last error once `timeoutMs` is spent, or at once any error of another kind.
+ */
+export async function whileJetStreamSettles<T>(
+  declare: () => Promise<T>,
+  timeoutMs = JETSTREAM_READY_TIMEOUT_MS,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await declare();
+    } catch (err) {
+      if (!isJetStreamSettling(err) || Date.now() >= deadline) throw err;
       await sleep(JETSTREAM_READY_POLL_MS);
     }
   }

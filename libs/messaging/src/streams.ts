@@ -10,7 +10,7 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { waitForJetStream } from './jetstream-readiness.js';
+import { waitForJetStream, whileJetStreamSettles } from './jetstream-readiness.js';
 import { CONSUMERS, KV_BUCKETS, STREAMS } from './subjects.js';
 
 const DAY_NS = 24 * 3600 * 1e9;
@@ -77,6 +77,11 @@ export class JetStreamNotClusteredError extends Error {
 export async function ensureStreams(nc: NatsConnection, replicas = 1): Promise<JetStreamManager> {
   checkClustered(nc, replicas);
   const jsm = await waitForJetStream(nc);
+  await whileJetStreamSettles(() => declareStreams(jsm, replicas));
+  return jsm;
+}
+
+async function declareStreams(jsm: JetStreamManager, replicas: number): Promise<void> {
   const existing = new Set<string>();
   for await (const name of jsm.streams.names()) existing.add(name);
   for (const cfg of STREAM_CONFIGS) {
@@ -91,7 +96,6 @@ export async function ensureStreams(nc: NatsConnection, replicas = 1): Promise<J
     }
     await reconcileReplicas(jsm, cfg.name, replicas);
   }
-  return jsm;
 }
 
 /**
@@ -161,7 +165,13 @@ export async function openBuckets(nc: NatsConnection, replicas = 1): Promise<Buc
  */
 export async function openBucket(nc: NatsConnection, bucket: string, replicas = 1, ttlMs?: number): Promise<KV> {
   checkClustered(nc, replicas);
-  const kv = await new Kvm(nc).create(bucket, { history: 1, replicas, ...(ttlMs === undefined ? {} : { ttl: ttlMs }) });
-  await reconcileReplicas(await jetstreamManager(nc), `KV_${bucket}`, replicas);
-  return kv;
+  return whileJetStreamSettles(async () => {
+    const kv = await new Kvm(nc).create(bucket, {
+      history: 1,
+      replicas,
+      ...(ttlMs === undefined ? {} : { ttl: ttlMs }),
+    });
+    await reconcileReplicas(await jetstreamManager(nc), `KV_${bucket}`, replicas);
+    return kv;
+  });
 }
