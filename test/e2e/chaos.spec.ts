@@ -12,6 +12,7 @@ import { JobAccountingWatch } from '../support/job-accounting.js';
 import { waitForEvent } from '../support/job-events.js';
 import { ROOT } from '../support/service-process.js';
 import { scoreExportedModel } from '../support/tiny-dataset.js';
+import { TEST_PATH_ROOTS } from '../support/test-cluster.js';
 
 const JOB_ID = 'chaos-job';
 const PSERVERS = 2;
@@ -51,7 +52,7 @@ describe('chaos, end to end', () => {
       masters: 2,
       evaluators: 1,
       restart: false,
-      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
+      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log', ...TEST_PATH_ROOTS },
       say,
     });
     await cluster.start();

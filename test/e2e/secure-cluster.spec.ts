@@ -18,6 +18,7 @@ import { runCli } from '../support/cli-run.js';
 import { waitForEvent } from '../support/job-events.js';
 import { ROOT } from '../support/service-process.js';
 import { tinyJobSpec, writeTinyDataset } from '../support/tiny-dataset.js';
+import { TEST_PATH_ROOTS } from '../support/test-cluster.js';
 
 const JOB_TIMEOUT_MS = 300_000;
 
@@ -43,7 +44,7 @@ describe('secured local cluster, end to end', () => {
       evaluators: 1,
       restart: false,
       secure: true,
-      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log' },
+      env: { TRIBUTARY_BACKEND: 'wasm', LOG_LEVEL: 'log', ...TEST_PATH_ROOTS },
       say: () => undefined,
     });
     await cluster.start();
