@@ -1,4 +1,5 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { Socket } from 'node:net';
 import { join } from 'node:path';
 import { credentials, Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
@@ -353,6 +354,65 @@ describe('bad input, end to end', () => {
       }
     },
     JOB_TIMEOUT_MS,
+  );
+
+  test(
+    'bad input - data and output paths outside TRIBUTARY_DATA_ROOT and TRIBUTARY_OUTPUT_ROOT (absolute, .., a link out) are refused naming the field and the roots, never quoting the file; a following job completes',
+    async () => {
+      const outside = '/etc/passwd';
+      const quoted = readFileSync(outside, 'utf8')
+        .split('\n')
+        .filter((line) => line.trim() !== '');
+      // A link inside the roots to a directory outside them, and a glob whose match is a link out.
+      const linkOut = join(servers.dir, 'etc-link');
+      symlinkSync('/etc', linkOut);
+      const globDir = join(servers.dir, 'glob-link');
+      mkdirSync(globDir);
+      symlinkSync(outside, join(globDir, 'a.recordio'));
+      // Inside the roots, but no RecordIO: refused without quoting what it holds either.
+      const secret = `not-recordio-${Date.now()}-secret`;
+      const textFile = join(servers.dir, 'plain.txt');
+      writeFileSync(textFile, `${secret}\n`.repeat(8));
+
+      const datasetPaths = (train: string[], evalPaths = data.eval) => ({ dataset: { train, eval: evalPaths } });
+      const roots = { data: ['TRIBUTARY_DATA_ROOT', tmpdir()], output: ['TRIBUTARY_OUTPUT_ROOT', tmpdir()] };
+      const cases: [string, Record<string, unknown>, string, string[]][] = [
+        ['path-absolute', datasetPaths([outside]), 'dataset.train[0]', roots.data],
+        [
+          'path-dotdot',
+          datasetPaths([...data.train, join(tmpdir(), '..', outside)]),
+          `dataset.train[${data.train.length}]`,
+          roots.data,
+        ],
+        ['path-link', datasetPaths([join(linkOut, 'passwd')]), 'dataset.train[0]', roots.data],
+        ['path-glob-link', datasetPaths([join(globDir, '*.recordio')]), 'dataset.train', roots.data],
+        ['path-eval', datasetPaths(data.train, [outside]), 'dataset.eval[0]', roots.data],
+        ['path-eval-link', datasetPaths(data.train, [join(linkOut, 'passwd')]), 'dataset.eval[0]', roots.data],
+        ['path-output', { output: '/etc/tributary-out' }, 'output', roots.output],
+        ['path-output-dotdot', { output: join(tmpdir(), '..', 'etc', 'tributary-out') }, 'output', roots.output],
+        ['path-output-link', { output: join(linkOut, 'tributary-out') }, 'output', roots.output],
+        ['path-not-recordio', datasetPaths([textFile]), 'dataset.train', []],
+      ];
+      for (const [id, overrides] of cases) {
+        nc.publish(SUBJECTS.submit, encodeJson(tinyJobSpec(id, data, join(servers.dir, `out-${id}`), overrides)));
+      }
+      for (const [id, , field, mentions] of cases) {
+        const failed = (await waitForEvent(nc, id, (e) => e.type === 'failed' || e.type === 'started', 30_000)).at(
+          -1,
+        ) as Event<'failed'>;
+        expect([id, failed]).toEqual([id, expect.objectContaining({ type: 'failed', refused: true, field })]);
+        for (const m of mentions) expect([id, failed.error]).toEqual([id, expect.stringContaining(m)]);
+        for (const leaked of [...quoted, secret])
+          expect([id, failed.error]).toEqual([id, expect.not.stringContaining(leaked)]);
+        expect(await buckets.jobs.get(id)).toBeNull();
+      }
+      expect(logs()).not.toContain(secret);
+
+      // The master goes on serving: a good job runs to its end.
+      await submit('after-paths', { stop: { target: undefined, maxEpochs: 2, maxSeconds: 200 } });
+      await completes('after-paths');
+    },
+    JOB_TIMEOUT_MS * 2,
   );
 
   test(

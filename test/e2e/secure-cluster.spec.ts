@@ -7,13 +7,24 @@ import { connect } from '@nats-io/transport-node';
 import { readNatsClientConfig, type NatsClientConfig } from '#libs/config';
 import {
   LocalCluster,
+  certificateFile,
   freePort,
+  keyFile,
   natsClientEnv,
   prepareClusterSecurity,
   readClusterFile,
   readEnvFile,
 } from '#libs/local-cluster';
-import { KV_BUCKETS, SUBJECTS, connectNats, encodeJson, type JobEvent, type NatsConnection } from '#libs/messaging';
+import {
+  KV_BUCKETS,
+  SUBJECTS,
+  connectNats,
+  decodeJsonObject,
+  encodeJson,
+  type JobEvent,
+  type NatsConnection,
+} from '#libs/messaging';
+import { PserverClient, PserverUnavailableError, type PserverTls } from '#libs/pserver-client';
 import { runCli } from '../support/cli-run.js';
 import { waitForEvent } from '../support/job-events.js';
 import { ROOT } from '../support/service-process.js';
@@ -88,6 +99,36 @@ describe('secured local cluster, end to end', () => {
     await expect(jetstream(trainer).publish(SUBJECTS.stop('any'), encodeJson({}))).rejects.toThrow(
       /permissions violation/i,
     );
+  });
+
+  test('secured cluster - a pserver refuses a plain-text gRPC client and a TLS client without a client certificate', async () => {
+    const security = await prepareClusterSecurity(stateDir, operator.natsUrl);
+    const reader = await connectNats(operator, 'pserver-address');
+    let address: string;
+    try {
+      const entry = await (await new Kvm(reader).open(KV_BUCKETS.pservers)).get('shard-0');
+      address = String(decodeJsonObject('shard-0', entry!.value)['address']);
+    } finally {
+      await reader.close();
+    }
+    const ca = readFileSync(security.caFile);
+    const status = async (tls?: PserverTls) => {
+      const client = new PserverClient(address, { tls, callTimeoutMs: 5_000, shard: 0 });
+      try {
+        return await client.status();
+      } finally {
+        client.close();
+      }
+    };
+    await expect(status()).rejects.toBeInstanceOf(PserverUnavailableError);
+    await expect(status({ ca })).rejects.toBeInstanceOf(PserverUnavailableError);
+    // The same address serves a client with the trainers' certificate.
+    const trainerTls = {
+      ca,
+      cert: readFileSync(certificateFile(security, 'trainer')),
+      key: readFileSync(keyFile(security, 'trainer')),
+    };
+    expect(await status(trainerTls)).toMatchObject({ shard: 0 });
   });
 
   test(

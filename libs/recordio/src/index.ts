@@ -11,7 +11,13 @@ export { loadIndex, readChunk } from './chunk-index.js';
 export { readChunkAt } from './chunk-reader.js';
 export { RangeReader, readRecords } from './range-reader.js';
 export { scanChunks, scanRecords } from './record-scanner.js';
-export { INDEX_CONCURRENCY_FILES, combineIndexes, expandPatterns, indexFiles } from './multi-file-index.js';
+export {
+  INDEX_CONCURRENCY_FILES,
+  combineIndexes,
+  expandPatterns,
+  indexFileList,
+  indexFiles,
+} from './multi-file-index.js';
 export {
   BadMagicError,
   ChecksumMismatchError,

@@ -100,6 +100,14 @@ export function combineIndexes(fileIndexes: readonly ChunkIndex[]): MultiFileInd
  *   first file with a bad header.
  */
 export async function indexFiles(patterns: readonly string[], options: ExpandOptions = {}): Promise<MultiFileIndex> {
-  const files = await expandPatterns(patterns, options);
+  return indexFileList(await expandPatterns(patterns, options));
+}
+
+/**
+ * Indexes files already expanded (see {@link expandPatterns}), in the given order, for a caller
+ * that checks the matches before any is opened.
+ * @throws the `ChunkError` of the first file with a bad header.
+ */
+export async function indexFileList(files: readonly string[]): Promise<MultiFileIndex> {
   return combineIndexes(await mapLimited(files, INDEX_CONCURRENCY_FILES, loadIndex));
 }

@@ -3,7 +3,7 @@ import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { randomBytes } from 'node:crypto';
 import { InvalidJobSpecError, jobLimitViolations, parseJobSpec, specSizeViolation, type JobSpec } from '#libs/job-spec';
 import { CONSUMERS, JOB_ID_PATTERN, STREAMS } from '#libs/messaging';
-import { indexFiles, type MultiFileIndex } from '#libs/recordio';
+import { expandPatterns, indexFileList, type MultiFileIndex } from '#libs/recordio';
 import {
   PathOutsideRootsError,
   confineDataPaths,
@@ -157,11 +157,12 @@ export class JobIntake implements LeaderDuty {
   }
 
   private async index(spec: JobSpec): Promise<MultiFileIndex> {
-    const index = await indexFiles(spec.dataset.train);
-    // A match may be a link that leads out of the roots.
-    for (const file of index.files) {
+    const files = await expandPatterns(spec.dataset.train);
+    // A match may be a link that leads out of the roots: checked before any file is opened.
+    for (const file of files) {
       await confinePath(file, this.settings.dataRoots, { field: 'dataset.train', variable: 'TRIBUTARY_DATA_ROOT' });
     }
+    const index = await indexFileList(files);
     if (index.totalChunks === 0) throw new EmptyDatasetError(spec.id);
     return index;
   }

@@ -1,7 +1,8 @@
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { credentials, makeGenericClientConstructor, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import {
   InvalidGradientError,
@@ -474,6 +475,59 @@ describe('pserver over gRPC', () => {
         filled(PARAMS, () => 0.25),
       );
     expect((await ahead).versions).toEqual([6, 6]);
+  });
+
+  it('pserver grpc - a Save outside the data dir (absolute, .., a link out) is refused with INVALID_ARGUMENT, writes nothing, and the shard keeps serving; one inside it is written', async () => {
+    const t = trainer('t');
+    await t.initialize(SPEC, () => filled(PARAMS, () => 1));
+    await t.join();
+    await t.pushGradients(
+      0,
+      1,
+      filled(PARAMS, () => 0.25),
+    );
+    const c = shardClient(0);
+    const dataDir = join(dir, 'shard-0');
+    const outside = await mkdtemp(join(tmpdir(), 'tributary-save-outside-'));
+    try {
+      await mkdir(dataDir, { recursive: true });
+      await symlink(outside, join(dataDir, 'link-out'));
+      for (const path of [
+        outside,
+        join(outside, 'sub'),
+        '../escaped',
+        relative(dataDir, outside),
+        'link-out',
+        'link-out/sub',
+      ]) {
+        const refusal = await c.save('job-1', path).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        expect([path, refusal]).toEqual([path, expect.objectContaining({ code: GrpcStatus.INVALID_ARGUMENT })]);
+        expect((refusal as Error).message).toContain(
+          `path ${JSON.stringify(path)} is outside the shard's data directory`,
+        );
+      }
+      expect(await readdir(outside)).toEqual([]);
+      expect(existsSync(join(dir, 'escaped'))).toBe(false);
+
+      // The shard goes on serving: a push-pull steps both shards.
+      const outcome = await t.pushPull(
+        1,
+        1,
+        filled(PARAMS, () => 0.25),
+        { waitMs: 10_000, sameVersion: true },
+      );
+      expect(outcome.versions).toEqual([2, 2]);
+
+      const saved = await c.save('job-1', 'kept/here');
+      expect(saved.version).toBe(2);
+      expect(saved.path.startsWith(join(dataDir, 'kept', 'here') + '/')).toBe(true);
+      expect(existsSync(saved.path)).toBe(true);
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
   });
 
   it('pserver grpc - a restarted shard resumes from its checkpoint', async () => {
