@@ -30,7 +30,7 @@ export {
   typedArrayOf,
 } from './tensor-codec.js';
 export { DataType } from '#proto/generated/pserver.js';
-export { ParameterServerClient, ParameterServerService } from './service-definition.js';
+export { EMPTY_PUSH_PULL_REPLY, ParameterServerClient, ParameterServerService } from './service-definition.js';
 export {
   ALIGNMENT_FIELD,
   encodeInitChunk,

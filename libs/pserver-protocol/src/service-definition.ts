@@ -1,5 +1,6 @@
 import { makeGenericClientConstructor, type ChannelCredentials, type ClientOptions } from '@grpc/grpc-js';
 import {
+  PushPullReply,
   ParameterServerService as GeneratedService,
   type ParameterServerClient as GeneratedClient,
 } from '#proto/generated/pserver.js';
@@ -31,3 +32,6 @@ export const ParameterServerClient = makeGenericClientConstructor(
   service: typeof ParameterServerService;
   serviceName: string;
 };
+
+/** A `PushPullReply` with every field at its default, which replies spread and override. */
+export const EMPTY_PUSH_PULL_REPLY: Readonly<PushPullReply> = Object.freeze(PushPullReply.fromPartial({}));

@@ -12,6 +12,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
+  EMPTY_PUSH_PULL_REPLY,
   ERROR_REASON_METADATA_KEY,
   FLOW_CONTROL_WINDOW_BYTES,
   TENSOR_CHUNK_SIZE_BYTES,
@@ -60,22 +61,6 @@ const REASON_CODES: Record<ShardErrorReason, GrpcStatus> = {
   'wait-timeout': GrpcStatus.DEADLINE_EXCEEDED,
   closing: GrpcStatus.UNAVAILABLE,
   checkpoint: GrpcStatus.DATA_LOSS,
-};
-
-/** A `PushPullReply` with every field at its default, which replies spread and override. */
-const EMPTY_PUSH_PULL_REPLY: PushPullReply = {
-  pushVersion: 0,
-  accepted: false,
-  withParams: false,
-  version: 0,
-  tensorCount: 0,
-  tensor: undefined,
-  round: 0,
-  roundDone: false,
-  statusCode: 0,
-  statusMessage: '',
-  statusReason: '',
-  statusShardVersion: 0,
 };
 
 /** How a handler's error is refused: the gRPC status and the metadata a client maps it by. */

@@ -19,7 +19,12 @@ import {
   type PushRequest,
   type TensorLike,
 } from '#libs/pserver-client';
-import { ParameterServerService, type PushChunk, type PushPullReply } from '#libs/pserver-protocol';
+import {
+  EMPTY_PUSH_PULL_REPLY,
+  ParameterServerService,
+  type PushChunk,
+  type PushPullReply,
+} from '#libs/pserver-protocol';
 import { startShard, type RunningShard } from '../test/in-process-shards.js';
 
 const LR = 0.5;
@@ -210,7 +215,7 @@ describe('step stream against a shard that does not answer', () => {
         const index = streams.push(call) - 1;
         call.on('data', (chunk: PushChunk) => {
           if (index === 0 || !chunk.last) return;
-          call.write({ ...PushPullReplyDefaults, round: chunk.round, pushVersion: 1, accepted: true, roundDone: true });
+          call.write({ ...EMPTY_PUSH_PULL_REPLY, round: chunk.round, pushVersion: 1, accepted: true, roundDone: true });
         });
         call.on('end', () => call.end());
       },
@@ -237,18 +242,3 @@ describe('step stream against a shard that does not answer', () => {
     expect(streams[0].cancelled).toBe(true);
   });
 });
-
-const PushPullReplyDefaults: PushPullReply = {
-  pushVersion: 0,
-  accepted: false,
-  withParams: false,
-  version: 0,
-  tensorCount: 0,
-  tensor: undefined,
-  round: 0,
-  roundDone: false,
-  statusCode: 0,
-  statusMessage: '',
-  statusReason: '',
-  statusShardVersion: 0,
-};
