@@ -1,11 +1,11 @@
 import { DeliverPolicy, jetstream, type ConsumerMessages } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
 import type { LineLogger } from '#libs/logging';
 import { MasterClient } from '#libs/master-client';
 import {
+  KV_BUCKETS,
   STREAMS,
   SUBJECTS,
-  ensureStreams,
-  openBuckets,
   watchBucket,
   type BucketWatch,
   type JobEvent,
@@ -19,6 +19,9 @@ import type { DashboardState } from './dashboard-state.js';
 export const DASHBOARD_POLL_MS = 1_000;
 /** Pause before the events consumer is opened again after it failed. */
 const EVENTS_REOPEN_DELAY_MS = 1_000;
+
+/** Pause between two tries to bind the members bucket before the cluster declared it. */
+const MEMBERS_BUCKET_RETRY_MS = 1_000;
 
 /** A running feed: `stop()` ends every watch and poll (the connection stays the caller's). */
 export interface NatsFeed {
@@ -45,8 +48,7 @@ export async function startNatsFeed(
   const pollMs = options.pollMs ?? DASHBOARD_POLL_MS;
   const logger = options.logger;
   let stopping = false;
-  await ensureStreams(nc);
-  const buckets = await openBuckets(nc);
+  const membersBucket = await bindMembersBucket(nc, logger);
   state.setConnected(!nc.isClosed());
 
   void (async () => {
@@ -56,7 +58,7 @@ export async function startNatsFeed(
     }
   })().catch(() => undefined);
 
-  const members: BucketWatch = await watchBucket(buckets.members, { name: 'members watch', logger });
+  const members: BucketWatch = await watchBucket(membersBucket, { name: 'members watch', logger });
   const membersLoop = (async () => {
     for await (const entry of members) {
       if (entry.operation !== 'PUT') {
@@ -142,4 +144,21 @@ export async function startNatsFeed(
       await Promise.race([Promise.all([membersLoop, eventsLoop]), sleep(2_000)]);
     },
   };
+}
+
+/**
+ * The members bucket, bound without creating it: the dashboard only reads, `tributary up` and
+ * every service declare the buckets, and a secured cluster's operator may not declare them.
+ * Waits for a cluster that has not declared it yet, saying so once.
+ */
+async function bindMembersBucket(nc: NatsConnection, logger?: LineLogger): Promise<KV> {
+  for (let said = false; ; said = true) {
+    try {
+      return await new Kvm(nc).open(KV_BUCKETS.members);
+    } catch (err) {
+      if (!said)
+        logger?.warn(`no members bucket yet (${(err as Error).message}); waiting for the cluster to declare it`);
+      await sleep(MEMBERS_BUCKET_RETRY_MS);
+    }
+  }
 }

@@ -27,6 +27,8 @@ import {
 import { PserverClient, PserverUnavailableError, type PserverTls } from '#libs/pserver-client';
 import { runCli } from '../support/cli-run.js';
 import { waitForEvent } from '../support/job-events.js';
+import { startDashboard } from '../../cli/dashboard/dashboard-app.js';
+import { waitUntil } from '../support/chaos-watch.js';
 import { ROOT } from '../support/service-process.js';
 import { tinyJobSpec, writeTinyDataset } from '../support/tiny-dataset.js';
 import { TEST_PATH_ROOTS } from '../support/test-cluster.js';
@@ -155,6 +157,26 @@ describe('secured local cluster, end to end', () => {
         ['ps', '--json'],
       ]) {
         expect(await runCli(argv, { env })).toMatchObject({ code: 0 });
+      }
+      // So does the dashboard, which only reads what the operator may read.
+      const dashboard = await startDashboard({ nats: operator, root: ROOT, port: 0 });
+      try {
+        const snapshot = await waitUntil(
+          'the dashboard shows the job and the master',
+          async () => {
+            const body = (await (await fetch(`${dashboard.url}api/snapshot`)).json()) as {
+              jobs: { jobId: string }[];
+              members: { role: string }[];
+            };
+            const ready =
+              body.jobs.some((j) => j.jobId === 'secure-job') && body.members.some((m) => m.role === 'master');
+            return ready ? body : undefined;
+          },
+          30_000,
+        );
+        expect(snapshot.members.map((m) => m.role)).toEqual(expect.arrayContaining(['master', 'pserver', 'trainer']));
+      } finally {
+        await dashboard.close();
       }
       const longSpec = tinyJobSpec('secure-stop', data, join(dir, 'out-stop'), {
         stop: { target: 0.999, maxEpochs: 1000, maxSeconds: 200 },
