@@ -138,6 +138,10 @@ describe('training modes, end to end', () => {
 
       const changedAt = (await master.jobStatus(jobId)).epoch;
       await eventually(async () => (await master.jobStatus(jobId)).epoch >= changedAt + 1);
+      // Two evaluations at least, so that the loss can be seen to fall: a fast job may finish its
+      // epoch before the evaluator, which yields the cores to trainers, scored it twice.
+      let evaluations = 0;
+      await waitForEvent(nc, jobId, (e) => e.type === 'metrics' && ++evaluations >= 2, JOB_TIMEOUT_MS);
       await master.stopJob(jobId);
       const events = await waitForEvent(nc, jobId, (e) => e.type === 'stopped' || e.type === 'failed', JOB_TIMEOUT_MS);
       await accounting.stop();
