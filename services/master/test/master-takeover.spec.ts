@@ -21,6 +21,12 @@ const PREFIX = 'takeover';
 const MASTER_ID = 'master-takeover';
 
 /** In-process masters whose lease is taken from them, or that inherit half-finished work. */
+/**
+ * Lease of the master under test: short, so a takeover is seen soon, but long enough that a busy
+ * 2-core machine does not let it lapse between renewals (at 900 ms one claim was refused in CI).
+ */
+const LEASE_TTL_MS = 3_000;
+
 describe('master takeover', () => {
   let servers: TestServers;
   let nc: NatsConnection;
@@ -40,7 +46,7 @@ describe('master takeover', () => {
     log = new EventLog(nc);
     trainer = await FakeTrainer.connect(servers.nats.url, 'trainer-1');
     await trainer.register();
-    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: 900 });
+    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: LEASE_TTL_MS });
   });
 
   afterAll(async () => {
@@ -103,13 +109,13 @@ describe('master takeover', () => {
     const jobs = await new Kvm(nc).open(KV_BUCKETS.jobs);
     expect((await jobs.get('half-stopped'))?.json<JobRecord>().state).toBe('running');
 
-    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: 900 });
+    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: LEASE_TTL_MS });
     expect(await log.waitFor('half-stopped', 'stopped')).toMatchObject({ reason: 'target', detail: 'accuracy 0.9' });
     expect((await jobs.get('half-stopped'))?.json<JobRecord>()).toMatchObject({ state: 'stopped', reason: 'target' });
     expect(await trainer.pull('half-stopped')).toBeNull();
     // Announced once: a later takeover finds it announced and stays quiet.
     await master.close();
-    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: 900 });
+    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: LEASE_TTL_MS });
     expect((await trainer.status('half-stopped')).state).toBe('stopped');
     expect(log.of('half-stopped', 'stopped')).toHaveLength(1);
   });
