@@ -44,6 +44,7 @@ export type {
   ShardedPserverClientOptions,
   ShardedPullOptions,
   ShardedPushOptions,
+  ShardedPushPullOptions,
 } from './sharded-client.js';
 export type {
   BeginInitReply,

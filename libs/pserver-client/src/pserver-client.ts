@@ -206,11 +206,17 @@ export class PserverClient {
    * Rounds run on a `Steps` stream (see `StepStream`), opened on first use and kept for the
    * next round, unless the client was made without `stepStreams`; a round that fails with the
    * stream, or outlives `callTimeoutMs + waitMs`, rejects as a failed call would and the next
-   * round opens a new stream.
+   * round opens a new stream. `onSent` is called once the whole push was handed to the
+   * connection, so a caller can tell when the push no longer needs this process's event loop.
    */
-  async pushPull(request: PushRequest, waitMs: number, signal?: AbortSignal): Promise<PushPullResult> {
+  async pushPull(
+    request: PushRequest,
+    waitMs: number,
+    signal?: AbortSignal,
+    onSent?: () => void,
+  ): Promise<PushPullResult> {
     const chunks = this.pushPullChunks(request, waitMs);
-    if (!this.stepStreams) return this.pushPullCall(chunks, request.version, waitMs, signal);
+    if (!this.stepStreams) return this.pushPullCall(chunks, request.version, waitMs, signal, onSent);
     const stream = this.idleStepStream() ?? this.openStepStream();
     try {
       return await stream.run({
@@ -218,6 +224,7 @@ export class PserverClient {
         pushedVersion: request.version,
         timeoutMs: this.callTimeoutMs + waitMs,
         signal,
+        onSent,
       });
     } finally {
       if (!stream.usable) this.steps.delete(stream);
@@ -260,6 +267,7 @@ export class PserverClient {
     version: number,
     waitMs: number,
     signal?: AbortSignal,
+    onSent?: () => void,
   ): Promise<PushPullResult> {
     const call: ClientDuplexStream<PushChunk, PushPullReply> = this.client.pushPull(this.meta(), {
       deadline: Date.now() + this.callTimeoutMs + waitMs,
@@ -270,7 +278,7 @@ export class PserverClient {
     let expected = 0;
     let withParams = false;
     let writeError: unknown;
-    const sent = this.writeAll(call, chunks).catch((err: unknown) => {
+    const sent = this.writeAll(call, chunks).then(onSent, (err: unknown) => {
       writeError = err;
       call.cancel();
     });

@@ -92,6 +92,19 @@ export interface ShardedPushOptions {
   signal?: AbortSignal;
 }
 
+/** What `pushPull` may be told besides `ShardedPushOptions`. */
+export interface ShardedPushPullOptions extends ShardedPushOptions {
+  /** How long each shard waits for the parameters to send back. */
+  waitMs: number;
+  /** Synchronous training: parameters count only when every shard sent the same version. */
+  sameVersion: boolean;
+  /**
+   * Called once every shard's part of the push was handed to its connection (at most once; not
+   * when a part failed or was refused before it was all written).
+   */
+  onSent?: () => void;
+}
+
 /**
  * The parameter servers of one job seen as one: splits parameters and gradients by the shard map
  * (`assignShards` over the learner's parameter list), calls every shard concurrently
@@ -220,10 +233,16 @@ export class ShardedPserverClient {
     versions: number | readonly number[],
     samples: number,
     gradients: readonly TensorLike[],
-    options: ShardedPushOptions & { waitMs: number; sameVersion: boolean },
+    options: ShardedPushPullOptions,
   ): Promise<PushOutcome & { params?: PulledParams }> {
-    const { outcome, results } = await this.pushToEvery(versions, samples, gradients, options, (c, request) =>
-      c.pushPull(request, options.waitMs, options.signal),
+    const written = new Set<number>();
+    const { onSent } = options;
+    const shardSent = (k: number) => {
+      written.add(k);
+      if (written.size === this.shardMap.shardCount) onSent?.();
+    };
+    const { outcome, results } = await this.pushToEvery(versions, samples, gradients, options, (c, request, k) =>
+      c.pushPull(request, options.waitMs, options.signal, onSent && (() => shardSent(k))),
     );
     if (outcome.stale.length > 0) return outcome;
     const shards = results.map((r) => r?.params);
@@ -252,7 +271,7 @@ export class ShardedPserverClient {
     samples: number,
     gradients: readonly TensorLike[],
     options: ShardedPushOptions,
-    call: (client: PserverClient, request: PushRequest) => Promise<PushPullResult>,
+    call: (client: PserverClient, request: PushRequest, shard: number) => Promise<PushPullResult>,
   ): Promise<{ outcome: PushOutcome; results: (PushPullResult | undefined)[] }> {
     const versionOf = (k: number) => (typeof versions === 'number' ? versions : versions[k]);
     const byShard = splitByShard(this.shardMap, gradients, 'pushGradients');
@@ -267,7 +286,7 @@ export class ShardedPserverClient {
               version: versionOf(k),
               samples,
               gradients: grads,
-            }),
+            }, k),
           options.signal,
         ),
       ),

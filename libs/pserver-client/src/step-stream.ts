@@ -20,6 +20,8 @@ export interface StepRound {
   timeoutMs: number;
   /** Once the push's outcome is in, ends the wait for the parameters (see `PserverClient.pushPull`). */
   signal?: AbortSignal;
+  /** Called once the push's last chunk was handed to the connection (not when refused earlier). */
+  onSent?: () => void;
 }
 
 /** The round in progress: what its replies and the stream's end are handed to. */
@@ -64,7 +66,7 @@ export class StepStream {
   }
 
   /** Runs one round (one at a time); resolves as the per-call `PushPull` would have. */
-  run({ chunks, pushedVersion, timeoutMs, signal }: StepRound): Promise<PushPullResult> {
+  run({ chunks, pushedVersion, timeoutMs, signal, onSent }: StepRound): Promise<PushPullResult> {
     if (this.active) return Promise.reject(new Error('a step stream runs one round at a time'));
     if (this.ended) return Promise.reject(fromServiceError(streamEnded(), this.shard, pushedVersion));
     const round = this.nextRound++;
@@ -143,7 +145,7 @@ export class StepStream {
             next = chunks.next();
             chunk.last = next.done === true;
             if (chunk.last) writing = false;
-            if (!this.call.write(chunk) && writing) {
+            if (!this.call.write(chunk, chunk.last ? onSent : undefined) && writing) {
               this.call.once('drain', pump);
               return;
             }
