@@ -200,6 +200,8 @@ export interface TrainingSpec {
   backupTrainers?: number;
   /** async only (then present): scale each gradient's learning rate by 1 / max(1, its staleness). */
   stalenessAware?: boolean;
+  /** async only (then present): train the next minibatch while the previous update is on its way. */
+  overlapPushes?: boolean;
   /** ssp only (then present): versions a trainer's parameters may lag the version its gradient counts in. */
   maxStaleness?: number;
   /** local only (then present): local SGD steps between two pushes of a parameter delta. */

@@ -64,6 +64,11 @@ export interface Learner {
    * asynchronously under Node.
    */
   getUpdate(): Promise<PlainTensor[]>;
+  /**
+   * Optional: `train` then `getUpdate` as one call, for a learner to which each call costs a
+   * round trip (one on a thread of its own). The trainer uses it where an update is one minibatch.
+   */
+  trainForUpdate?(batch: Batch): Promise<{ result: TrainResult; update: PlainTensor[] }>;
   /** Scores a minibatch without training on it. */
   evaluate(batch: Batch): Promise<EvaluationResult>;
   /** Releases the model and every tensor the learner holds. */

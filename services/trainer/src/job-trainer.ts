@@ -146,7 +146,7 @@ export class JobTrainer {
       });
       membership = quorum;
       const reporter = new ProgressReporter(jobId, this.deps);
-      const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha } = spec.training;
+      const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha, overlapPushes } = spec.training;
       const loop = new TrainingLoop(learner, ps, {
         mode,
         backupTrainers,
@@ -154,6 +154,7 @@ export class JobTrainer {
         localSteps,
         localSync,
         elasticAlpha,
+        overlapPushes,
         maxGradientRetries: spec.training.maxGradientRetries,
         clipping: { clipNorm: spec.optimizer.clipNorm, clipValue: spec.optimizer.clipValue },
         pullWaitMs: this.deps.pullWaitMs,

@@ -14,6 +14,7 @@ import {
   PSERVER_OUTAGE_BUDGET_MS,
   QUORUM_HEARTBEAT_MS,
 } from './defaults.js';
+import type { LearnerThreadChoice } from './learner-thread.js';
 
 /** The trainer's own settings. */
 export interface TrainerConfig extends PserverTlsConfig, Pick<PathRootsConfig, 'dataRoots'> {
@@ -39,6 +40,13 @@ export interface TrainerConfig extends PserverTlsConfig, Pick<PathRootsConfig, '
    * here so that a wrong value stops the trainer at start-up.
    */
   kernels: KernelChoice;
+  /**
+   * Whether a job's learner trains on a thread of its own, so the event loop keeps serving the
+   * network meanwhile (`TRAINER_LEARNER_THREAD`): `auto`, the default, for jobs whose pushes
+   * overlap training (`async` with `overlapPushes`) unless a native TF.js package is installed;
+   * `on` for every job; `off` for none (see `usesLearnerThread`).
+   */
+  learnerThread: LearnerThreadChoice;
 }
 
 /** Environment fields of the trainer. */
@@ -54,6 +62,7 @@ export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
     env.int({ default: PSERVER_OUTAGE_BUDGET_MS, min: 0, max: 3_600_000 }),
   ],
   kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],
+  learnerThread: ['TRAINER_LEARNER_THREAD', env.oneOf(['auto', 'on', 'off'] as const, { default: 'auto' })],
   quorumHeartbeatMs: ['TRAINER_QUORUM_HEARTBEAT_MS', env.int({ default: QUORUM_HEARTBEAT_MS, min: 100, max: 600_000 })],
   ...PSERVER_TLS_CONFIG,
   dataRoots: PATH_ROOTS_CONFIG.dataRoots,

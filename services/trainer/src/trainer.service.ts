@@ -8,7 +8,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { pserverTlsOf, type CommonConfig } from '#libs/config';
-import { TfjsLearner, selectBackend, type BackendInfo } from '#libs/learner';
+import { TfjsLearner, selectBackend, type BackendInfo, type Learner } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import type { Buckets, NatsConnection } from '#libs/messaging';
 import { KvShardDirectory } from '#libs/pserver-client';
@@ -18,6 +18,7 @@ import { confinedChunkSource } from './confined-chunks.js';
 import { JobRecordsView } from './job-records-view.js';
 import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import { learnerOptions } from './learner-options.js';
+import { LearnerThread, usesLearnerThread, type LearnerJob } from './learner-thread.js';
 import { MeteredPserverClient } from './metered-pserver-client.js';
 import type { TrainerConfig } from './trainer-config.js';
 import { TrainerMetrics } from './trainer-metrics.js';
@@ -49,6 +50,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
   private readonly logger = new Logger('Trainer');
   private beacon?: MemberBeacon;
   private worker?: TrainerWorker;
+  private learnerThread?: Promise<LearnerThread>;
   private jobRecords?: JobRecordsView;
 
   constructor(
@@ -61,8 +63,13 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
   async onApplicationBootstrap(): Promise<void> {
     const { id } = this.config;
     const pserverTls = pserverTlsOf(this.config);
-    const backend = await selectBackend(this.config.backend === 'auto' ? '' : this.config.backend);
+    const choice = this.config.backend === 'auto' ? '' : this.config.backend;
+    const backend = await selectBackend(choice);
     this.logger.log(`trainer ${id} using backend ${describeBackend(backend)}`);
+    const createLearner = (spec: LearnerJob): Learner =>
+      usesLearnerThread(this.config.learnerThread, spec)
+        ? LearnerThread.learner(this.startLearnerThread(choice), spec)
+        : new TfjsLearner(learnerOptions(spec));
     // At the normal level: a trainer on a GPU machine that ends up on the CPU must say why.
     for (const reason of backend.skipped) this.logger.log(`backend passed over: ${reason}`);
 
@@ -83,7 +90,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     this.jobRecords = new JobRecordsView(await master.watchJobs());
     const jobTrainer = new JobTrainer({
       master,
-      createLearner: (spec) => new TfjsLearner(learnerOptions(spec)),
+      createLearner,
       readChunk: confinedChunkSource(this.config.dataRoots),
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
@@ -130,5 +137,31 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     await this.worker?.stop();
     this.jobRecords?.stop();
     await this.beacon?.stop();
+    const thread = this.learnerThread;
+    this.learnerThread = undefined;
+    await thread?.then((t) => t.close()).catch(() => undefined);
+  }
+
+  /**
+   * The learner thread (`TRAINER_LEARNER_THREAD`), started when a job first needs it and kept;
+   * one that failed to start is tried again by the next job.
+   */
+  private startLearnerThread(choice: string): Promise<LearnerThread> {
+    this.learnerThread ??= LearnerThread.start(choice).then(
+      (thread) => {
+        this.logger.log(`learner thread started (backend ${describeBackend(thread.backend)})`);
+        thread.onExit = (err) => {
+          // A trainer whose learner thread died cannot train: end, to be restarted.
+          this.logger.error(`${err.message}; exiting`);
+          process.exit(1);
+        };
+        return thread;
+      },
+      (err: Error) => {
+        this.learnerThread = undefined;
+        throw err;
+      },
+    );
+    return this.learnerThread;
   }
 }

@@ -71,6 +71,12 @@ export interface TrainingLoopOptions extends LoopMode {
   onReconnect?: () => Promise<void> | void;
   /** Where the phases of each step are timed; a private one when not given. */
   phases?: StepPhases;
+  /**
+   * `async` only: keep one push on its way while the next minibatch trains (each update is then
+   * computed on parameters that lack this trainer's own last one, a staleness of at most one
+   * more). Ignored in the other modes, whose steps wait for the step they pushed to.
+   */
+  overlapPushes?: boolean;
 }
 
 /** What one minibatch came to: done with (pushed, dropped, or trained locally), or interrupted. */
@@ -87,6 +93,17 @@ type PushResult =
   | { kind: 'taken'; loaded: boolean }
   | { kind: 'dropped' | 'retry' | 'interrupted' }
   | { kind: 'refused'; error: Error };
+
+/** What came of a push call: its reply, or the error it failed with (kept to be looked at later). */
+type Sent = { outcome: PushOutcome & { params?: PulledParams } } | { error: unknown };
+
+/** A push still on its way while the next minibatch trains (`overlapPushes`). */
+interface InFlightPush {
+  batch: Batch;
+  /** Shard versions of the parameters its update was computed on (and pushed for). */
+  computedOn: number[];
+  sent: Promise<Sent>;
+}
 
 /** The local steps taken since the last push of a parameter delta (`local` mode). */
 interface LocalRound {
@@ -146,6 +163,8 @@ export class TrainingLoop {
   private clock: number[] | undefined;
   /** `local`: the round in progress. */
   private readonly round: LocalRound = { steps: 0, samples: 0 };
+  /** `overlapPushes`: the push of the previous minibatch, not yet answered. */
+  private inFlight: InFlightPush | undefined;
   private readonly outage: PserverOutage;
   private readonly phases: StepPhases;
 
@@ -194,17 +213,24 @@ export class TrainingLoop {
         next = whenIdle(() => batches.next());
         next.catch(() => undefined);
         if ((await this.trainMinibatch(batch, either)) === 'interrupted') {
-          return signals.stop.aborted ? { kind: 'abandoned', samples } : { kind: 'returned', samples };
+          if (signals.stop.aborted) return { kind: 'abandoned', samples };
+          // The minibatch before this one may still be on its way: it is seen through first.
+          if ((await this.drain(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
+          return { kind: 'returned', samples };
         }
         samples += batch.size;
       }
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
       // Preempted, the trainer still pushes what it trained: the stop signal alone cuts that short.
+      // A task ends only once the parameter servers took (or refused) each of its minibatches.
+      if ((await this.drain(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
       if ((await this.endRound(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
     } catch (err) {
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
       return { kind: 'failed', samples, error: (err as Error).message ?? String(err), cause: err };
     } finally {
+      // A push still on its way when the task was abandoned or failed is left to land or not.
+      this.inFlight = undefined;
       await batches.return(undefined).catch(() => undefined);
     }
     if (signals.stop.aborted) return { kind: 'abandoned', samples };
@@ -221,15 +247,20 @@ export class TrainingLoop {
    */
   async trainMinibatch(batch: Batch, signal: AbortSignal): Promise<StepResult> {
     if (this.options.mode === 'local') return this.trainLocally(batch, signal);
+    if (this.options.mode === 'async' && this.options.overlapPushes) return this.trainOverlapped(batch, signal);
+    return this.trainInTurn(batch, signal);
+  }
+
+  /**
+   * Trains on one minibatch and waits for the parameter servers to take its update, computing it
+   * again after a refusal or a push that may not have arrived.
+   */
+  private async trainInTurn(batch: Batch, signal: AbortSignal): Promise<StepResult> {
     const { maxGradientRetries } = this.options;
     let refusals = 0;
     for (;;) {
       if (!(await this.refreshUnlessInterrupted(signal))) return 'interrupted';
-      await this.phases.time('train', () => this.learner.train(batch));
-      const update = clipGradients(
-        await this.phases.time('getUpdate', () => this.learner.getUpdate()),
-        this.options.clipping,
-      );
+      const update = clipGradients(await this.trainForUpdate(batch), this.options.clipping);
       const held = this.held!;
       const result = await this.pushUpdate(this.pushVersions(held), batch.size, update, signal);
       if (result.kind === 'interrupted') return 'interrupted';
@@ -245,6 +276,72 @@ export class TrainingLoop {
       this.options.onMinibatch?.(batch.size, held);
       return 'pushed';
     }
+  }
+
+  /** Trains on one minibatch and takes its update, in one call where the learner has one. */
+  private async trainForUpdate(batch: Batch): Promise<PlainTensor[]> {
+    const { learner } = this;
+    if (learner.trainForUpdate !== undefined) {
+      return (await this.phases.time('train', () => learner.trainForUpdate!(batch))).update;
+    }
+    await this.phases.time('train', () => learner.train(batch));
+    return this.phases.time('getUpdate', () => learner.getUpdate());
+  }
+
+  /**
+   * `async` with `overlapPushes`: trains on one minibatch while the previous one's push is on its
+   * way, then waits for that push (loading the parameters it brought back) and sends this one's,
+   * which the next minibatch or the task's end (`drain`) waits for. When the previous push was not
+   * taken (a shard away, or a refusal), both minibatches are computed again in turn.
+   */
+  private async trainOverlapped(batch: Batch, signal: AbortSignal): Promise<StepResult> {
+    // With a push on its way, the parameters are those it was computed on, until it lands.
+    if (this.inFlight === undefined && !(await this.refreshUnlessInterrupted(signal))) return 'interrupted';
+    const computedOn = [...this.held!];
+    const update = clipGradients(await this.trainForUpdate(batch), this.options.clipping);
+    const prior = this.inFlight;
+    this.inFlight = undefined;
+    if (prior !== undefined) {
+      const landed = await this.land(prior, signal);
+      if (landed === 'interrupted') return 'interrupted';
+      if (landed === 'again') {
+        if ((await this.trainInTurn(prior.batch, signal)) === 'interrupted') return 'interrupted';
+        return this.trainInTurn(batch, signal);
+      }
+    }
+    let written!: () => void;
+    const handedOver = new Promise<void>((resolve) => (written = resolve));
+    const sent = this.send(computedOn, batch.size, update, signal, written);
+    this.inFlight = { batch, computedOn, sent };
+    // Training blocks the event loop, which writes the push out: the next minibatch trains only
+    // once all of it was handed to the connection, or the push would wait for that training
+    // instead of overlapping it.
+    await Promise.race([handedOver, sent]);
+    return 'pushed';
+  }
+
+  /**
+   * Waits for a push sent ahead and settles it: `taken` (the minibatch is done), `again` (it must
+   * be computed again), or `interrupted` while waiting out an outage.
+   */
+  private async land(push: InFlightPush, signal: AbortSignal): Promise<'taken' | 'again' | 'interrupted'> {
+    const sent = await this.phases.time('push', () => push.sent);
+    const result = await this.settle(push.computedOn, push.computedOn, sent, signal);
+    if (result.kind === 'interrupted') return 'interrupted';
+    if (result.kind !== 'taken' && result.kind !== 'dropped') return 'again';
+    this.phases.endStep();
+    this.options.onMinibatch?.(push.batch.size, push.computedOn);
+    return 'taken';
+  }
+
+  /** Sees the push still on its way through, computing its minibatch again if it was not taken. */
+  private async drain(signal: AbortSignal): Promise<StepResult> {
+    const push = this.inFlight;
+    this.inFlight = undefined;
+    if (push === undefined) return 'pushed';
+    const landed = await this.land(push, signal);
+    if (landed === 'again') return this.trainInTurn(push.batch, signal);
+    return landed === 'interrupted' ? 'interrupted' : 'pushed';
   }
 
   /** `local` mode: one local step; the round's delta is pushed after its last one. */
@@ -316,10 +413,32 @@ export class TrainingLoop {
     signal: AbortSignal,
   ): Promise<PushResult> {
     const held = this.held!;
-    let outcome: PushOutcome & { params?: PulledParams };
-    try {
-      outcome = await this.phases.time('push', () => this.push(pushed, samples, update, signal));
-    } catch (err) {
+    const sent = await this.phases.time('push', () => this.send(pushed, samples, update, signal));
+    return this.settle(pushed, held, sent, signal);
+  }
+
+  /** `push`, its failure kept in the result rather than thrown. */
+  private send(
+    pushed: readonly number[],
+    samples: number,
+    update: PlainTensor[],
+    signal: AbortSignal,
+    onSent?: () => void,
+  ): Promise<Sent> {
+    return this.push(pushed, samples, update, signal, onSent).then(
+      (outcome) => ({ outcome }),
+      (error: unknown) => ({ error }),
+    );
+  }
+
+  /**
+   * Sets what the next minibatch needs from what came of a push for `pushed` computed on `held`,
+   * and loads the parameters that came back with it when they are enough.
+   * @throws the push's error when it is not one of the parameter servers being briefly away.
+   */
+  private async settle(pushed: readonly number[], held: readonly number[], sent: Sent, signal: AbortSignal): Promise<PushResult> {
+    if ('error' in sent) {
+      const err = sent.error as Error;
       if (!isTransientPserverFailure(err)) throw err;
       await this.pause(err, signal);
       if (signal.aborted) return { kind: 'interrupted' };
@@ -330,6 +449,7 @@ export class TrainingLoop {
       this.held = undefined;
       return { kind: 'retry' };
     }
+    const { outcome } = sent;
     await this.reconnected();
     if (outcome.stale.length === 0) {
       this.needed = this.neededAfter(pushed, held, outcome.versions);
@@ -379,12 +499,16 @@ export class TrainingLoop {
     return this.options.mode === 'local' || (this.options.mode === 'sync' && (this.options.backupTrainers ?? 0) > 0);
   }
 
-  /** Pushes an update, bringing back the next parameters in the same call where the service can. */
+  /**
+   * Pushes an update, bringing back the next parameters in the same call where the service can
+   * (then `onSent` is called once the push was handed to the connection).
+   */
   private push(
     versions: readonly number[],
     samples: number,
     update: PlainTensor[],
     signal: AbortSignal,
+    onSent?: () => void,
   ): Promise<PushOutcome & { params?: PulledParams }> {
     // An elastic trainer keeps its own parameters: the center is pulled when it is needed.
     if (this.params.pushPull === undefined || this.options.elasticAlpha !== undefined) {
@@ -394,6 +518,7 @@ export class TrainingLoop {
       signal,
       waitMs: this.options.pullWaitMs ?? PULL_WAIT_MS,
       sameVersion: this.stepsByRound() && this.options.mode !== 'ssp',
+      onSent,
     });
   }
 
