@@ -1,7 +1,7 @@
 /**
  * `overhead`: samples/s of one trainer and one pserver training the example MLP (a local
- * cluster, sync SGD, no evaluator) against the same learner training alone in a loop in this
- * process, with where one step's time goes on each side.
+ * cluster, no evaluator; sync SGD, then async with overlapped pushes) against the same learner
+ * training alone in a loop in this process, with where one step's time goes on each side.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,35 +23,54 @@ export async function learnerAloneSamplesPerSecond(seconds: number): Promise<num
   return (await measure(WORKLOADS[0]!, seconds)).samplesPerSecond;
 }
 
+/**
+ * The example job as it is (`sync`: every step waits for the one it pushed to), then `async`
+ * with its pushes overlapped (the next minibatch trains while the last update is on its way).
+ */
+const RUNS = [
+  { id: 'sync', name: 'overhead: 1 trainer + 1 pserver vs the learner alone', training: {} },
+  {
+    id: 'async',
+    name: 'overhead: 1 trainer + 1 pserver, async with overlapped pushes, vs the learner alone',
+    training: { mode: 'async', overlapPushes: true },
+  },
+] as const;
+
 export async function runOverheadBench(say: (line: string) => void): Promise<BenchResult[]> {
   say('the learner alone (wasm, MLP 784-128-10, batch 64)');
   const alone = await learnerAloneSamplesPerSecond(WINDOW_MS / 1000);
   say(`the learner alone: ${Math.round(alone)} samples/s`);
-  const out = mkdtempSync(join(tmpdir(), 'tributary-bench-out-'));
-  const cluster = await startBenchCluster({ trainers: 1, pservers: 1, evaluators: 0 }, say);
-  try {
-    await submit(
-      cluster.nc,
-      exampleJob('bench-overhead', out, {
+  const results: BenchResult[] = [];
+  for (const run of RUNS) {
+    const out = mkdtempSync(join(tmpdir(), 'tributary-bench-out-'));
+    const cluster = await startBenchCluster({ trainers: 1, pservers: 1, evaluators: 0 }, say);
+    try {
+      const example = exampleJob(`bench-overhead-${run.id}`, out, {
         pservers: { count: 1 },
         stop: { maxSeconds: 600 },
-      }),
-    );
-    const steady = await steadyThroughput(cluster.nc, { trainers: 1, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
-    return [
-      benchResult({
-        name: 'overhead: 1 trainer + 1 pserver vs the learner alone',
-        figure: round(steady.samplesPerSecond),
-        unit: 'samples/s',
-        baseline: round(alone),
-        target: TARGET_RATIO,
-        detail:
-          `trainer ms/step: ${formatPhases(steady.trainerPhases)}; ` +
-          `pserver ms/step: ${formatPhases(steady.pserverPhases)}`,
-      }),
-    ];
-  } finally {
-    await cluster.stop();
-    rmSync(out, { recursive: true, force: true });
+      });
+      await submit(cluster.nc, {
+        ...example,
+        training: { ...(example['training'] as Record<string, unknown>), ...run.training },
+      });
+      say(`${run.id}: job submitted`);
+      const steady = await steadyThroughput(cluster.nc, { trainers: 1, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
+      results.push(
+        benchResult({
+          name: run.name,
+          figure: round(steady.samplesPerSecond),
+          unit: 'samples/s',
+          baseline: round(alone),
+          target: TARGET_RATIO,
+          detail:
+            `trainer ms/step: ${formatPhases(steady.trainerPhases)}; ` +
+            `pserver ms/step: ${formatPhases(steady.pserverPhases)}`,
+        }),
+      );
+    } finally {
+      await cluster.stop();
+      rmSync(out, { recursive: true, force: true });
+    }
   }
+  return results;
 }
