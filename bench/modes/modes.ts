@@ -34,6 +34,7 @@ const RUNS: readonly ModeRun[] = [
   { name: 'sync, float16 transfer', training: { mode: 'sync' }, transfer: { dtype: 'float16', params: 'float16' } },
   { name: 'async', training: { mode: 'async' } },
   { name: 'async, staleness-aware', training: { mode: 'async', stalenessAware: true } },
+  { name: 'async, pushes overlapped', training: { mode: 'async', overlapPushes: true } },
   { name: 'ssp, maxStaleness 2', training: { mode: 'ssp', maxStaleness: 2 } },
   { name: 'local, 4 steps', training: { mode: 'local', localSteps: 4 } },
   { name: 'local, elastic 0.5', training: { mode: 'local', localSteps: 4, localSync: false, elasticAlpha: 0.5 } },

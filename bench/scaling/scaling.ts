@@ -1,12 +1,17 @@
 /**
  * `scaling`: samples/s of 2 trainers against 1 trainer on the example MLP job (sync SGD, one
- * pserver, no evaluator), each measured over a steady window on a fresh local cluster.
+ * pserver, no evaluator), each measured over a steady window on a fresh local cluster. Beside it,
+ * the machine's own ceiling: the learner alone in one process against two such processes at
+ * once (cores that share caches or a physical core do not give two learners twice one's rate).
  */
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { SERVICE_NODE_FLAGS } from '#libs/local-cluster';
 import { benchResult, round, type BenchResult } from '../bench-result.js';
-import { exampleJob, formatPhases, startBenchCluster, steadyThroughput, submit } from '../cluster/bench-cluster.js';
+import { ROOT, exampleJob, formatPhases, startBenchCluster, steadyThroughput, submit } from '../cluster/bench-cluster.js';
 
 const WINDOW_MS = 20_000;
 const WARM_UP_MS = 8_000;
@@ -28,7 +33,26 @@ async function throughput(trainers: number, say: (line: string) => void): Promis
   }
 }
 
+/** How long each learner process of the ceiling trains. */
+const CEILING_SECONDS = 10;
+
+/** Samples/s of `processes` learners training alone at once, summed. */
+async function learnersAtOnce(processes: number): Promise<number> {
+  const script = join(ROOT, 'dist', 'bench', 'scaling', 'learner-process.js');
+  const runs = Array.from({ length: processes }, () =>
+    promisify(execFile)(process.execPath, [...SERVICE_NODE_FLAGS, script, String(CEILING_SECONDS)]),
+  );
+  const rates = (await Promise.all(runs)).map(
+    ({ stdout }) => (JSON.parse(stdout.trim().split('\n').at(-1)!) as { samplesPerSecond: number }).samplesPerSecond,
+  );
+  return rates.reduce((a, b) => a + b, 0);
+}
+
 export async function runScalingBench(say: (line: string) => void): Promise<BenchResult[]> {
+  say('the learner alone: one process, then two at once');
+  const alone = await learnersAtOnce(1);
+  const pair = await learnersAtOnce(2);
+  say(`the learner alone: ${Math.round(alone)} samples/s; two at once: ${Math.round(pair)} samples/s`);
   const one = await throughput(1, say);
   say(`1 trainer: ${Math.round(one.rate)} samples/s`);
   const two = await throughput(2, say);
@@ -40,7 +64,9 @@ export async function runScalingBench(say: (line: string) => void): Promise<Benc
       unit: 'samples/s',
       baseline: round(one.rate),
       target: TARGET_RATIO,
-      detail: `1 trainer ms/step: ${one.phases}; 2 trainers ms/step: ${two.phases}`,
+      detail:
+        `this machine's ceiling: two learners alone at once ${Math.round(pair)} vs one ${Math.round(alone)} samples/s ` +
+        `= ${(pair / alone).toFixed(2)}x; 1 trainer ms/step: ${one.phases}; 2 trainers ms/step: ${two.phases}`,
     }),
   ];
 }

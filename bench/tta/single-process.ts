@@ -18,6 +18,8 @@ const LAYOUT: RecordLayout = {
 };
 const BATCH_SIZE = 64;
 const EVALUATE_EVERY_STEPS = 100;
+/** Examples trained on between two evaluations. */
+export const EVALUATE_EVERY_EXAMPLES = EVALUATE_EVERY_STEPS * BATCH_SIZE;
 const EVALUATION_BATCH_SIZE = 1_000;
 /** Epochs after which the loop gives up. */
 const MAX_EPOCHS = 10;

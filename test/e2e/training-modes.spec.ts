@@ -32,7 +32,7 @@ const JOB_TIMEOUT_MS = 60_000;
 
 const MODES: { name: string; training: Record<string, unknown>; trainers?: Record<string, number> }[] = [
   { name: 'sync-backup', training: { mode: 'sync', backupTrainers: 1 }, trainers: { min: 2, max: 8 } },
-  { name: 'async-staleness', training: { mode: 'async', stalenessAware: true } },
+  { name: 'async-staleness', training: { mode: 'async', stalenessAware: true, overlapPushes: true } },
   { name: 'ssp', training: { mode: 'ssp', maxStaleness: 2 } },
   { name: 'local', training: { mode: 'local', localSteps: 4, localSync: true } },
   { name: 'local-elastic', training: { mode: 'local', localSteps: 4, localSync: false, elasticAlpha: 0.25 } },

@@ -5,7 +5,7 @@ import type { TrainingMode } from './job-spec.js';
 /** The `training` fields that belong to one mode, and their defaults (absent: no default). */
 export const TRAINING_MODE_FIELDS = {
   sync: { backupTrainers: 0 },
-  async: { stalenessAware: false, overlapPushes: true },
+  async: { stalenessAware: false, overlapPushes: false },
   ssp: { maxStaleness: 2 },
   local: { localSteps: 4, localSync: true, elasticAlpha: undefined },
 } as const satisfies Record<TrainingMode, Record<string, number | boolean | undefined>>;

@@ -120,8 +120,8 @@ describe('learner thread', () => {
   });
 
   it('learner thread - auto uses it for jobs whose pushes overlap training; on and off for every job', () => {
-    const overlapped = { ...SYNC, training: { ...SYNC.training, mode: 'async' } } as LearnerJob;
-    const serial = { ...SYNC, training: { ...SYNC.training, mode: 'async', overlapPushes: false } } as LearnerJob;
+    const overlapped = { ...SYNC, training: { ...SYNC.training, mode: 'async', overlapPushes: true } } as LearnerJob;
+    const serial = { ...SYNC, training: { ...SYNC.training, mode: 'async' } } as LearnerJob;
     expect(usesLearnerThread('auto', overlapped)).toBe(true);
     expect(usesLearnerThread('auto', serial)).toBe(false);
     expect(usesLearnerThread('auto', SYNC)).toBe(false);

@@ -61,7 +61,7 @@ const NATIVE_PACKAGES = ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node'];
  */
 export function usesLearnerThread(choice: LearnerThreadChoice, job: LearnerJob): boolean {
   if (choice !== 'auto') return choice === 'on';
-  if (job.training.mode !== 'async' || job.training.overlapPushes === false) return false;
+  if (job.training.mode !== 'async' || job.training.overlapPushes !== true) return false;
   return !nativeTfjsInstalled();
 }
 
