@@ -54,7 +54,12 @@ export async function runOverheadBench(say: (line: string) => void): Promise<Ben
         training: { ...(example['training'] as Record<string, unknown>), ...run.training },
       });
       say(`${run.id}: job submitted`);
-      const steady = await steadyThroughput(cluster.nc, { trainers: 1, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
+      const steady = await steadyThroughput(cluster.nc, {
+        trainers: 1,
+        warmUpMs: WARM_UP_MS,
+        windowMs: WINDOW_MS,
+        say,
+      });
       results.push(
         benchResult({
           name: run.name,

@@ -6,5 +6,6 @@
 import { learnerAloneSamplesPerSecond } from '../overhead/overhead.js';
 
 const seconds = Number(process.argv[2] ?? '10');
-if (!Number.isFinite(seconds) || seconds <= 0) throw new Error(`seconds must be a positive number (got ${process.argv[2]})`);
+if (!Number.isFinite(seconds) || seconds <= 0)
+  throw new Error(`seconds must be a positive number (got ${process.argv[2]})`);
 console.log(JSON.stringify({ samplesPerSecond: await learnerAloneSamplesPerSecond(seconds) }));

@@ -11,7 +11,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { SERVICE_NODE_FLAGS } from '#libs/local-cluster';
 import { benchResult, round, type BenchResult } from '../bench-result.js';
-import { ROOT, exampleJob, formatPhases, startBenchCluster, steadyThroughput, submit } from '../cluster/bench-cluster.js';
+import {
+  ROOT,
+  exampleJob,
+  formatPhases,
+  startBenchCluster,
+  steadyThroughput,
+  submit,
+} from '../cluster/bench-cluster.js';
 
 const WINDOW_MS = 20_000;
 const WARM_UP_MS = 8_000;

@@ -280,13 +280,17 @@ export class ShardedPserverClient {
         this.shards.retrying(
           k,
           (c) =>
-            call(c, {
-              jobId: this.jobId,
-              trainerId: this.trainerId,
-              version: versionOf(k),
-              samples,
-              gradients: grads,
-            }, k),
+            call(
+              c,
+              {
+                jobId: this.jobId,
+                trainerId: this.trainerId,
+                version: versionOf(k),
+                samples,
+                gradients: grads,
+              },
+              k,
+            ),
           options.signal,
         ),
       ),

@@ -13,6 +13,26 @@ export class EvaluationSetError extends Error {
   }
 }
 
+/** The reason a shard gives for a snapshot version it no longer keeps. */
+const NOT_RETAINED_REASON = 'snapshot-not-retained';
+
+/**
+ * Whether `err` (or what it was caused by, or a shard's error within it) says a shard no longer
+ * keeps the snapshot: training went past it before it could be fetched.
+ */
+export function isSnapshotPassed(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if ((e as { reason?: unknown }).reason === NOT_RETAINED_REASON) return true;
+    const shards = (e as { errors?: unknown }).errors;
+    if (
+      Array.isArray(shards) &&
+      shards.some((s) => (s as { reason?: unknown } | undefined)?.reason === NOT_RETAINED_REASON)
+    )
+      return true;
+  }
+  return false;
+}
+
 /** The parameters of a snapshot (or the current ones) could not be fetched. */
 export class SnapshotParamsError extends Error {
   override readonly name = 'SnapshotParamsError';

@@ -19,6 +19,7 @@ import {
   type StopReason,
 } from '#libs/messaging';
 import { Compressor, writeRecordFile } from '#libs/recordio';
+import { PserverError, ShardCallError } from '#libs/pserver-client';
 import type { LineLogger } from '#libs/logging';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
 import { SnapshotParamsError } from './errors.js';
@@ -60,9 +61,16 @@ function scaledIdentity(template: PlainTensor[], scale: number): PlainTensor[] {
 class FakeParams implements SnapshotParamsSource {
   readonly loaded: number[] = [];
   current: VersionedParams | undefined;
+  /** Versions the shards no longer keep: training went past them. */
+  readonly passed = new Set<number>();
   constructor(private readonly byVersion: Map<number, PlainTensor[]>) {}
 
   async loadSnapshot(spec: JobSpec, version: number): Promise<PlainTensor[]> {
+    if (this.passed.has(version)) {
+      const gone = new PserverError(`snapshot of version ${version} is not retained`, 1, 5, 'snapshot-not-retained');
+      const cause = new ShardCallError('pullParams', [undefined, gone]);
+      throw new SnapshotParamsError(spec.id, version, cause.message, { cause });
+    }
     const params = this.byVersion.get(version);
     if (params === undefined) throw new SnapshotParamsError(spec.id, version, 'no such snapshot');
     this.loaded.push(version);
@@ -458,6 +466,30 @@ describe('evaluator', () => {
       params.current = { version: 9, params: template };
       await waitFor(() => eventsOf(jobId, 'metrics').find((e) => e['version'] === 9), 'a second evaluation');
       expect(eventsOf(jobId, 'metrics').filter((e) => e['version'] === 7)).toHaveLength(1);
+    } finally {
+      await evaluator.stop();
+      await buckets.jobs.delete(jobId);
+    }
+  });
+
+  it('evaluator - a snapshot the shards no longer keep is replaced by what they hold now', async () => {
+    const jobId = 'eval-passed';
+    const spec = validateJobSpec(specInput(jobId, { stop: { maxEpochs: 100 } }));
+    await putRecord({ jobId, state: 'running', spec, epoch: 0, startedAt: new Date().toISOString() });
+    const params = new FakeParams(new Map());
+    params.passed.add(10);
+    params.current = { version: 37, params: scaledIdentity(template, 10) };
+    const logger = quietLogger();
+    const evaluator = new Evaluator(nc, buckets, params, logger, { id: 'evaluator-test-passed' });
+    await evaluator.start();
+    try {
+      await notice(jobId, 0, 10);
+      await notice(jobId, 1, 10);
+      const metrics = await waitFor(() => eventsOf(jobId, 'metrics')[0], 'an evaluation of the current version');
+      expect(metrics).toMatchObject({ version: 37 });
+      expect(logger.lines.some((l) => /passed snapshot 10 before it was fetched; scoring version 37/.test(l))).toBe(
+        true,
+      );
     } finally {
       await evaluator.stop();
       await buckets.jobs.delete(jobId);

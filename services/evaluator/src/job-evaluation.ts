@@ -19,7 +19,7 @@ import {
   SNAPSHOT_FETCH_EXPIRES_MS,
   SNAPSHOT_RETRY_DELAY_MS,
 } from './defaults.js';
-import { SnapshotParamsError, errorMessage } from './errors.js';
+import { SnapshotParamsError, errorMessage, isSnapshotPassed } from './errors.js';
 import type { EvaluatorMetrics } from './evaluator-metrics.js';
 import type { LineLogger } from '#libs/logging';
 import { sleep } from '#libs/retry';
@@ -162,14 +162,39 @@ export class JobEvaluation {
     }
   }
 
-  /** Scores snapshot `version`; its notices are acknowledged whether that worked or not. */
+  /**
+   * Scores snapshot `version`; its notices are acknowledged whether that worked or not. When the
+   * shards no longer keep it (they retain the last two, and a fast job can pass them before this
+   * evaluator, which yields the cores to trainers, fetches one), the parameters they hold now are
+   * scored instead: otherwise such a job would never be evaluated again.
+   */
   private async scoreSnapshot(version: number): Promise<void> {
     try {
       await this.evaluate(version, await this.feed.loadSnapshot(version));
     } catch (err) {
-      this.reportFailure(err, version);
+      if (isSnapshotPassed(err)) await this.scoreInsteadOf(version);
+      else this.reportFailure(err, version);
     } finally {
       this.feed.settle(version);
+    }
+  }
+
+  /** Scores the parameters the shards hold now, in place of snapshot `passed`. */
+  private async scoreInsteadOf(passed: number): Promise<void> {
+    let current;
+    try {
+      current = await this.feed.loadCurrent();
+    } catch (err) {
+      this.reportFailure(err, passed);
+      return;
+    }
+    this.deps.logger.log(
+      `job ${this.jobId}: training passed snapshot ${passed} before it was fetched; scoring version ${current.version}`,
+    );
+    try {
+      await this.evaluate(current.version, current.params);
+    } catch (err) {
+      this.reportFailure(err, current.version);
     }
   }
 

@@ -18,7 +18,8 @@ function ownBuffers(tensors: readonly PlainTensor[]): ArrayBuffer[] {
   const out = new Set<ArrayBuffer>();
   for (const { data } of tensors) {
     const buffer = data.buffer;
-    if (buffer instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === buffer.byteLength) out.add(buffer);
+    if (buffer instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === buffer.byteLength)
+      out.add(buffer);
   }
   return [...out];
 }

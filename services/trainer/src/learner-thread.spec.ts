@@ -14,7 +14,10 @@ const SPEC: LearnerSpec = {
   layout: { featureShape: [6], featureDtype: 'float32', scale: 1, labelDtype: 'int32', numClasses: 3 },
   seed: 7,
 };
-const SYNC: LearnerJob = { training: { mode: 'sync', batchSize: 4 }, optimizer: { type: 'adam', learningRate: 0.01 } } as LearnerJob;
+const SYNC: LearnerJob = {
+  training: { mode: 'sync', batchSize: 4 },
+  optimizer: { type: 'adam', learningRate: 0.01 },
+} as LearnerJob;
 const LOCAL: LearnerJob = {
   training: { mode: 'local', batchSize: 4, localSteps: 2 },
   optimizer: { type: 'sgd', learningRate: 0.1 },

@@ -89,7 +89,12 @@ export function fromThreadError(error: ThreadError): Error {
 function batchTensors(batch: Batch): PlainTensor[] {
   return [
     { name: 'features', dtype: 'float32', shape: [batch.features.length], data: batch.features },
-    { name: 'labels', dtype: batch.labels[Symbol.toStringTag] === 'Int32Array' ? 'int32' : 'float32', shape: [batch.size], data: batch.labels },
+    {
+      name: 'labels',
+      dtype: batch.labels[Symbol.toStringTag] === 'Int32Array' ? 'int32' : 'float32',
+      shape: [batch.size],
+      data: batch.labels,
+    },
   ];
 }
 
@@ -136,7 +141,10 @@ export class LearnerThread {
    * `selectBackend`, or '' for the fastest present). `entry` is the thread's compiled script.
    * @throws the backend selection's error when the thread has no backend.
    */
-  static async start(backend: string, entry = new URL('./learner-thread-main.js', import.meta.url)): Promise<LearnerThread> {
+  static async start(
+    backend: string,
+    entry = new URL('./learner-thread-main.js', import.meta.url),
+  ): Promise<LearnerThread> {
     const worker = new Worker(entry, { workerData: { backend } });
     let onMessage!: (ready: LearnerThreadReady) => void;
     let onError!: (err: Error) => void;

@@ -101,7 +101,15 @@ class AsyncShard implements ParameterService {
   }
 
   async status(): Promise<StatusReply[]> {
-    const job = { jobId: 'j', version: this.version, members: [], initialized: true, pendingPushes: 0, mode: 'async', tensors: 1 };
+    const job = {
+      jobId: 'j',
+      version: this.version,
+      members: [],
+      initialized: true,
+      pendingPushes: 0,
+      mode: 'async',
+      tensors: 1,
+    };
     return [{ shard: 0, jobs: [job] }];
   }
 
@@ -149,7 +157,9 @@ function readerOf(batches: number): MinibatchReader {
 }
 
 function down(): ShardCallError {
-  return new ShardCallError('pushPull', [new PserverUnavailableError('connection refused', 0, GrpcStatus.UNAVAILABLE, '')]);
+  return new ShardCallError('pushPull', [
+    new PserverUnavailableError('connection refused', 0, GrpcStatus.UNAVAILABLE, ''),
+  ]);
 }
 
 /** Lets the event loop run until `done` holds. */
@@ -232,7 +242,9 @@ describe('overlapped pushes (async)', () => {
   it('overlapped pushes - an error that does not pass by itself fails the task with the reason', async () => {
     const { shard, loop } = setup();
     shard.failures.push(
-      new ShardCallError('pushPull', [new InvalidGradientError('gradient w has NaN', 0, GrpcStatus.INVALID_ARGUMENT, '')]),
+      new ShardCallError('pushPull', [
+        new InvalidGradientError('gradient w has NaN', 0, GrpcStatus.INVALID_ARGUMENT, ''),
+      ]),
     );
     const outcome = await loop.runTask(task(3), readerOf(3), { stop: never, preempt: never });
     expect(outcome).toMatchObject({ kind: 'failed', samples: 1, error: expect.stringMatching(/NaN/) });

@@ -56,6 +56,7 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       pserverOutageBudgetMs: 60_000,
       quorumHeartbeatMs: 2_000,
       kernels: 'auto',
+      learnerThread: 'auto',
       dataRoots: ['/nonexistent-data'],
     } satisfies TrainerConfig & Record<string, unknown>;
     const app = await NestFactory.createApplicationContext(

@@ -436,7 +436,12 @@ export class TrainingLoop {
    * and loads the parameters that came back with it when they are enough.
    * @throws the push's error when it is not one of the parameter servers being briefly away.
    */
-  private async settle(pushed: readonly number[], held: readonly number[], sent: Sent, signal: AbortSignal): Promise<PushResult> {
+  private async settle(
+    pushed: readonly number[],
+    held: readonly number[],
+    sent: Sent,
+    signal: AbortSignal,
+  ): Promise<PushResult> {
     if ('error' in sent) {
       const err = sent.error as Error;
       if (!isTransientPserverFailure(err)) throw err;
