@@ -191,11 +191,7 @@ export class JobEvaluation {
     this.deps.logger.log(
       `job ${this.jobId}: training passed snapshot ${passed} before it was fetched; scoring version ${current.version}`,
     );
-    try {
-      await this.evaluate(current.version, current.params);
-    } catch (err) {
-      this.reportFailure(err, current.version);
-    }
+    await this.evaluateOrReport(current.version, current.params);
   }
 
   /** `evaluation.everySeconds`: scores the current parameters when no snapshot came in time. */
@@ -203,10 +199,15 @@ export class JobEvaluation {
     if (this.stopping) return;
     const current = await this.feed.currentIfDue();
     if (current === undefined) return;
+    await this.evaluateOrReport(current.version, current.params);
+  }
+
+  /** `evaluate`, a failure reported rather than thrown. */
+  private async evaluateOrReport(version: number, params: PlainTensor[]): Promise<void> {
     try {
-      await this.evaluate(current.version, current.params);
+      await this.evaluate(version, params);
     } catch (err) {
-      this.reportFailure(err, current.version);
+      this.reportFailure(err, version);
     }
   }
 
@@ -368,11 +369,7 @@ export class JobEvaluation {
       });
       return undefined;
     }
-    try {
-      await this.evaluate(current.version, current.params);
-    } catch (err) {
-      this.reportFailure(err, current.version);
-    }
+    await this.evaluateOrReport(current.version, current.params);
     return this.bestSoFar.best ?? { version: current.version, value: Number.NaN, params: current.params };
   }
 
