@@ -80,7 +80,8 @@ export async function runTtaBench(say: (line: string) => void): Promise<BenchRes
           detail:
             `cluster: ${summary.steps} steps, evaluated every ${everySteps}, best ${summary.bestValue}, ` +
             `${Math.round(summary.samplesPerSecond)} samples/s; ` +
-            `one process: ${single.steps} steps, ${single.accuracy.toFixed(4)}`,
+            `one process: ${single.steps} steps, ${single.accuracy.toFixed(4)}, ` +
+            `${Math.round((single.steps * BATCH_SIZE) / single.seconds)} samples/s`,
         }),
       );
     }

@@ -99,23 +99,29 @@ export class MinibatchReader {
     return shuffle === undefined ? this.inFileOrder(task.chunks) : this.shuffled(task, shuffle);
   }
 
-  /** Records in file order, sliced out of each decoded chunk without copying where possible. */
+  /**
+   * Records in file order, sliced out of each decoded chunk without copying, but for a batch that
+   * spans two chunks: only its own examples are copied, not the chunk it completes.
+   */
   private async *inFileOrder(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
     const { batchSize } = this.options;
+    const pe = this.perExample;
     let pending: Batch | undefined;
     for (const chunk of chunks) {
       const decoded = await this.readDecoded(chunk);
       if (decoded === undefined) continue;
-      let batch: Batch = pending === undefined ? decoded : concatBatches(pending, decoded);
-      pending = undefined;
       let start = 0;
-      for (; start + batchSize <= batch.size; start += batchSize) {
-        yield sliceBatch(batch, start, start + batchSize, this.perExample);
+      if (pending !== undefined) {
+        start = Math.min(batchSize - pending.size, decoded.size);
+        pending = concatBatches(pending, sliceBatch(decoded, 0, start, pe));
+        if (pending.size < batchSize) continue;
+        yield pending;
+        pending = undefined;
       }
-      if (start < batch.size) {
-        batch = sliceBatch(batch, start, batch.size, this.perExample);
-        pending = batch;
+      for (; start + batchSize <= decoded.size; start += batchSize) {
+        yield sliceBatch(decoded, start, start + batchSize, pe);
       }
+      if (start < decoded.size) pending = sliceBatch(decoded, start, decoded.size, pe);
     }
     if (pending !== undefined) yield pending;
   }
