@@ -2,7 +2,7 @@
  * `tta`: time to 0.85 test accuracy of the example MLP job on a local cluster of 2 trainers and
  * 2 pservers (with master and evaluator, everything as `npm run demo` runs it) against the
  * single-process loop of `single-process.ts`, both on this machine in this run; then the same
- * job in `local` mode. The cluster's
+ * job in `async` and in `local` mode. The cluster's
  * time is the job's own wall time in its summary (from its start to the evaluator's stop), the
  * loop's from its first step; neither counts start-up or loading. Each cluster job is evaluated
  * every as many examples as the loop (6,400: 100 steps of 64), rounded to whole versions.
