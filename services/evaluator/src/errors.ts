@@ -1,4 +1,5 @@
 /** Errors of the evaluator. Each names the job and what could not be done. */
+import { PserverError, ShardCallError } from '#libs/pserver-client';
 
 /** The evaluation files of a job could not be read or decoded. */
 export class EvaluationSetError extends Error {
@@ -22,13 +23,8 @@ const NOT_RETAINED_REASON = 'snapshot-not-retained';
  */
 export function isSnapshotPassed(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    if ((e as { reason?: unknown }).reason === NOT_RETAINED_REASON) return true;
-    const shards = (e as { errors?: unknown }).errors;
-    if (
-      Array.isArray(shards) &&
-      shards.some((s) => (s as { reason?: unknown } | undefined)?.reason === NOT_RETAINED_REASON)
-    )
-      return true;
+    if (e instanceof PserverError && e.reason === NOT_RETAINED_REASON) return true;
+    if (e instanceof ShardCallError && e.errors.some((s) => s?.reason === NOT_RETAINED_REASON)) return true;
   }
   return false;
 }

@@ -11,6 +11,7 @@ import {
   type StatusReply,
   type TensorLike,
 } from '#libs/pserver-client';
+import { oneShardStatus } from '../../../test/support/shard-status.js';
 import { MinibatchReader } from './minibatch-reader.js';
 import { TrainingLoop, type ParameterService } from './training-loop.js';
 
@@ -101,16 +102,7 @@ class AsyncShard implements ParameterService {
   }
 
   async status(): Promise<StatusReply[]> {
-    const job = {
-      jobId: 'j',
-      version: this.version,
-      members: [],
-      initialized: true,
-      pendingPushes: 0,
-      mode: 'async',
-      tensors: 1,
-    };
-    return [{ shard: 0, jobs: [job] }];
+    return oneShardStatus(this.version, 'async');
   }
 
   private params(): PulledParams {

@@ -12,6 +12,7 @@ import {
   type StatusReply,
   type TensorLike,
 } from '#libs/pserver-client';
+import { oneShardStatus } from '../../../test/support/shard-status.js';
 import { GradientRetriesExhaustedError, PserverOutageError } from './errors.js';
 import { MinibatchReader } from './minibatch-reader.js';
 import { TrainingLoop, type ParameterService } from './training-loop.js';
@@ -97,16 +98,7 @@ class FakePserver implements ParameterService {
   }
 
   async status(): Promise<StatusReply[]> {
-    const job = {
-      jobId: 'j',
-      version: this.version,
-      members: [],
-      initialized: true,
-      pendingPushes: 0,
-      mode: 'sync',
-      tensors: 1,
-    };
-    return [{ shard: 0, jobs: [job] }];
+    return oneShardStatus(this.version, 'sync');
   }
 }
 

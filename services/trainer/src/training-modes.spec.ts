@@ -7,6 +7,7 @@ import {
   type StatusReply,
   type TensorLike,
 } from '#libs/pserver-client';
+import { oneShardStatus } from '../../../test/support/shard-status.js';
 import { elasticExchange } from './elastic-averaging.js';
 import { learnerOptions } from './learner-options.js';
 import { MinibatchReader } from './minibatch-reader.js';
@@ -97,16 +98,7 @@ class ScriptedPserver implements ParameterService {
   }
 
   async status(): Promise<StatusReply[]> {
-    const job = {
-      jobId: 'j',
-      version: this.version,
-      members: [],
-      initialized: true,
-      pendingPushes: 0,
-      mode: '',
-      tensors: 1,
-    };
-    return [{ shard: 0, jobs: [job] }];
+    return oneShardStatus(this.version, '');
   }
 }
 
