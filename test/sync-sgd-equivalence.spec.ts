@@ -59,13 +59,19 @@ async function trainer(
   jobId: string,
   id: string,
   options: TfjsLearnerOptions = {},
+  partition?: { minElements: number },
 ): Promise<{ learner: TfjsLearner; client: ShardedPserverClient }> {
   const learner = new TfjsLearner(options);
   await learner.initialize(LEARNER_SPEC);
   const params = await learner.getParams();
   const client = ShardedPserverClient.fromAddresses(
     shards.map((s) => s.address),
-    { jobId, trainerId: id, params: params.map((p) => ({ name: p.name, shape: p.shape })) },
+    {
+      jobId,
+      trainerId: id,
+      params: params.map((p) => ({ name: p.name, shape: p.shape })),
+      ...(partition ? { partition } : {}),
+    },
   );
   return { learner, client };
 }
@@ -155,6 +161,43 @@ describe('sync SGD with real learners', () => {
       fresh.shutdown();
       init.forEach((p, i) => p.data.forEach((v, j) => (moved = Math.max(moved, Math.abs(v - one.tensors[i].data[j])))));
       expect(moved).toBeGreaterThan(1e-2);
+    },
+  );
+
+  /**
+   * Parameters cut into blocks over both shards (`pservers.partition`) train exactly as whole
+   * ones: the optimizers work element by element, and the trainers cut and join the blocks.
+   */
+  test.each(['sgd', 'adam'] as const)(
+    'sync sgd - with %s, parameters cut into blocks over 2 shards give the parameters of whole ones',
+    async (optimizer) => {
+      const batches = stepBatches();
+      const pair = async (jobId: string, partition?: { minElements: number }) => {
+        const a = await trainer(shards, jobId, 'a', {}, partition);
+        const b = await trainer(shards, jobId, 'b', {}, partition);
+        await Promise.all([
+          a.client.initialize(SPEC_JSON(optimizer, 2), () => a.learner.getParams(), { pollMs: 10 }),
+          b.client.initialize(SPEC_JSON(optimizer, 2), () => b.learner.getParams(), { pollMs: 10 }),
+        ]);
+        await Promise.all([a.client.join(), b.client.join()]);
+        await Promise.all([train(a, (r) => r.slice(0, 10), batches), train(b, (r) => r.slice(10), batches)]);
+        const pulled = await a.client.pullParams(STEPS);
+        const tensors = (await a.client.status()).map((r) => r.jobs.find((j) => j.jobId === jobId)?.tensors ?? 0);
+        for (const t of [a, b]) {
+          t.client.close();
+          t.learner.shutdown();
+        }
+        return { pulled, tensors };
+      };
+      const whole = await pair(`whole-${optimizer}`);
+      const cut = await pair(`blocks-${optimizer}`, { minElements: 1 });
+      // Four parameters whole; each cut in two, both shards holding one block of every one.
+      expect(whole.tensors.reduce((a, b) => a + b, 0)).toBe(4);
+      expect(cut.tensors).toEqual([4, 4]);
+      expect(cut.pulled.tensors.map((t) => [t.name, t.shape])).toEqual(
+        whole.pulled.tensors.map((t) => [t.name, t.shape]),
+      );
+      cut.pulled.tensors.forEach((t, i) => expect(t.data).toEqual(whole.pulled.tensors[i].data));
     },
   );
 

@@ -240,6 +240,11 @@ export interface TrainersSpec {
 export interface PserversSpec {
   /** Number of parameter shards. */
   count: number;
+  /**
+   * Large parameters cut into blocks of rows held by different shards. Absent: whole
+   * parameters (a job stored before blocks existed); the master sets it on every job it takes.
+   */
+  partition?: { minElements: number };
 }
 
 /** Element type a float32 tensor travels in between trainers and parameter servers. */

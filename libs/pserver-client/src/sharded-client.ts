@@ -15,6 +15,7 @@ import {
 } from './errors.js';
 import { DEFAULT_PULL_WAIT_MS } from './call-deadlines.js';
 import { InitElectionProtocol, type InitElection } from './init-election.js';
+import { ParamPartition } from './param-partition.js';
 import type {
   PserverClient,
   PserverClientOptions,
@@ -47,6 +48,11 @@ export interface ShardedPserverClientOptions {
   addressWaitMs?: number;
   /** How long idempotent calls retry an unreachable shard. Default `UNAVAILABLE_RETRY_MS`. */
   unavailableRetryMs?: number;
+  /**
+   * Large parameters are cut into blocks of at least `minElements` spread over the shards
+   * (`param-partition.ts`; the job's `pservers.partition`). Absent: every parameter whole.
+   */
+  partition?: { minElements: number };
 }
 
 /** The outcome of a push to every shard. */
@@ -121,27 +127,31 @@ export interface ShardedPushPullOptions extends ShardedPushOptions {
  * retried push for that version is taken, and one it has passed is refused as stale as usual.
  */
 export class ShardedPserverClient {
-  /** Which shard holds which parameter. */
+  /** Which shard holds which block of a parameter (a whole parameter is one block). */
   readonly shardMap: ShardMap;
   private readonly jobId: string;
   private readonly trainerId: string;
-  private readonly params: readonly ParamInfo[];
+  private readonly partition: ParamPartition;
+  /** The blocks the shards hold, in the model's order. */
+  private readonly parts: readonly ParamInfo[];
   private readonly shards: ShardClients;
   private readonly init: InitElectionProtocol;
 
   constructor(options: ShardedPserverClientOptions) {
     this.jobId = options.jobId;
     this.trainerId = options.trainerId;
-    this.params = options.params;
+    const shardCount = options.directory.shardCount;
+    this.partition = new ParamPartition(options.params, shardCount, options.partition?.minElements ?? 0);
+    this.parts = this.partition.parts;
     this.shardMap = assignShards(
-      options.params.map((p) => ({ name: p.name, size: elementCount(p.shape) })),
-      options.directory.shardCount,
+      this.parts.map((p) => ({ name: p.name, size: elementCount(p.shape) })),
+      shardCount,
     );
     this.shards = new ShardClients(options.directory, options);
     this.init = new InitElectionProtocol(this.shards, {
       jobId: options.jobId,
       trainerId: options.trainerId,
-      manifest: options.params.map((p) => ({ name: p.name, dtype: DataType.FLOAT32, shape: [...p.shape] })),
+      manifest: this.parts.map((p) => ({ name: p.name, dtype: DataType.FLOAT32, shape: [...p.shape] })),
       shardMap: this.shardMap,
     });
   }
@@ -166,7 +176,7 @@ export class ShardedPserverClient {
 
   /** Sends every parameter to its shard (the elected trainer only); see `InitElectionProtocol`. */
   initParams(params: readonly TensorLike[]): Promise<void> {
-    return this.init.initParams(params);
+    return this.init.initParams(this.partition.split(params, 'initParams'));
   }
 
   /** Marks every shard initialised; returns their versions (0 unless restored from a checkpoint). */
@@ -188,7 +198,7 @@ export class ShardedPserverClient {
     makeParams: () => readonly TensorLike[] | Promise<readonly TensorLike[]>,
     options: { pollMs?: number; timeoutMs?: number } = {},
   ): Promise<{ elected: boolean }> {
-    return this.init.initialize(specJson, makeParams, options);
+    return this.init.initialize(specJson, async () => this.partition.split(await makeParams(), 'initParams'), options);
   }
 
   /** Joins the quorum of every shard. */
@@ -253,7 +263,7 @@ export class ShardedPserverClient {
     return {
       ...outcome,
       params: {
-        tensors: inLearnerOrder(this.shardMap, this.params, shards),
+        tensors: this.inLearnerOrder(shards),
         versions: pulledVersions,
         version: Math.min(...pulledVersions),
         consistent,
@@ -274,7 +284,7 @@ export class ShardedPserverClient {
     call: (client: PserverClient, request: PushRequest, shard: number) => Promise<PushPullResult>,
   ): Promise<{ outcome: PushOutcome; results: (PushPullResult | undefined)[] }> {
     const versionOf = (k: number) => (typeof versions === 'number' ? versions : versions[k]);
-    const byShard = splitByShard(this.shardMap, gradients, 'pushGradients');
+    const byShard = splitByShard(this.shardMap, this.partition.split(gradients, 'pushGradients'), 'pushGradients');
     const settled = await Promise.allSettled(
       byShard.map((grads, k) =>
         this.shards.retrying(
@@ -359,7 +369,7 @@ export class ShardedPserverClient {
     }
     const versions = shards.map((s) => s.version);
     return {
-      tensors: inLearnerOrder(this.shardMap, this.params, shards),
+      tensors: this.inLearnerOrder(shards),
       versions,
       version: Math.min(...versions),
       consistent,
@@ -381,6 +391,11 @@ export class ShardedPserverClient {
   /** Closes every channel and stops following the directory (the directory stays open). */
   close(): void {
     this.shards.close();
+  }
+
+  /** The model's parameters, in the learner's order, from every shard's blocks. */
+  private inLearnerOrder(shards: readonly PulledShard[]): ParamTensor[] {
+    return this.partition.join(inLearnerOrder(this.shardMap, this.parts, shards));
   }
 
   private everyShard<T>(operation: string, fn: (shard: number) => Promise<T>): Promise<T[]> {

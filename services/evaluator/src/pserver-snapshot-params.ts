@@ -78,6 +78,7 @@ export class PserverSnapshotParams implements SnapshotParamsSource {
           trainerId: this.evaluatorId,
           params: manifest.map((p) => ({ name: p.name, shape: [...p.shape] })),
           directory,
+          ...(spec.pservers.partition ? { partition: spec.pservers.partition } : {}),
           addressWaitMs: PSERVER_ADDRESS_WAIT_MS,
           ...(this.tls ? { client: { tls: this.tls } } : {}),
         });

@@ -15,6 +15,7 @@ import { DurablePull } from './durable-pull.js';
 import { EmptyDatasetError } from './errors.js';
 import { JobChannels } from './job-channels.js';
 import { JobRoster } from './job-roster.js';
+import { withPartition } from './job-partition.js';
 import { withJobSeed } from './job-seed.js';
 import { queueOptions, type JobDriver } from './job-driver.js';
 import type { LeaderDuty } from './leader-duty.js';
@@ -109,7 +110,7 @@ export class JobIntake implements LeaderDuty {
       return;
     }
     this.channels.publishEvent({ type: 'submitted', jobId });
-    const spec = withJobSeed(submitted);
+    const spec = withPartition(withJobSeed(submitted));
     try {
       await this.confine(spec);
     } catch (err) {

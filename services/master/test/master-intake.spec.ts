@@ -8,6 +8,7 @@ import { createClient } from 'redis';
 import { validateJobSpec } from '#libs/job-spec';
 import { KV_BUCKETS, STREAMS, SUBJECTS, encodeJson, ensureStreams, type JobRecord } from '#libs/messaging';
 import { startTestServers, type TestServers } from '../../../test/support/servers.js';
+import { DEFAULT_PARTITION_MIN_ELEMENTS } from '../src/job-partition.js';
 import { EventLog, FakeTrainer, eventually, jobSpec, startMaster, writeDataset } from './master-harness.js';
 
 describe('master intake', () => {
@@ -76,7 +77,15 @@ describe('master intake', () => {
 
     const kv = await new Kvm(nc).open(KV_BUCKETS.jobs);
     const record = JSON.parse(new TextDecoder().decode((await kv.get('good'))!.value)) as JobRecord;
-    expect(record).toMatchObject({ jobId: 'good', epoch: 0, spec: { training: { seed, shuffle: true } } });
+    // Nor does it say how to cut parameters: the master stored the default with it.
+    expect(record).toMatchObject({
+      jobId: 'good',
+      epoch: 0,
+      spec: {
+        training: { seed, shuffle: true },
+        pservers: { partition: { minElements: DEFAULT_PARTITION_MIN_ELEMENTS } },
+      },
+    });
     expect((await client.status('good')).seed).toBe(seed);
     expect(['running', 'waiting']).toContain(record.state);
     expect(await kv.get('bad-lr')).toBeNull();

@@ -100,6 +100,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
             trainerId: id,
             params,
             directory,
+            ...(spec.pservers.partition ? { partition: spec.pservers.partition } : {}),
             client: { transfer: { gradients: spec.transfer.dtype, params: spec.transfer.params }, tls: pserverTls },
           },
           metrics,
