@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { withServiceMalloc } from '#libs/local-cluster';
 import { machine, type BenchResult } from './bench-result.js';
 import { ROOT } from './cluster/bench-cluster.js';
 
@@ -178,4 +179,17 @@ async function main(): Promise<number> {
   return failed ? 1 : 0;
 }
 
-if (process.argv[1]?.endsWith(join('bench', 'run.js'))) process.exitCode = await main();
+/**
+ * The runner measures baselines in its own process (the single-process loop of `tta`) and in
+ * processes it starts (the learners of `scaling`, the TCP echo of `exchange`), which inherit its
+ * environment: it runs with the services' malloc settings, starting itself again with them when
+ * it was started without, so that baselines and clusters are measured alike.
+ */
+function runWithServiceMalloc(): number | undefined {
+  const env = withServiceMalloc(process.env);
+  if (env === process.env) return undefined;
+  const again = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env });
+  return again.status ?? 1;
+}
+
+if (process.argv[1]?.endsWith(join('bench', 'run.js'))) process.exitCode = runWithServiceMalloc() ?? (await main());

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SERVICE_NODE_FLAGS } from '#libs/local-cluster';
+import { SERVICE_NODE_FLAGS, withServiceMalloc } from '#libs/local-cluster';
 
 /** Repository root, from the test's working directory. */
 export const ROOT = process.cwd();
@@ -27,7 +27,13 @@ export function startService(role: string, env: Record<string, string>, prefix: 
   const [command, ...args] = [...prefix, process.execPath, ...SERVICE_NODE_FLAGS, script];
   const child = spawn(command, args, {
     // Tests keep their data sets and outputs in temporary directories.
-    env: { ...process.env, NO_COLOR: '1', TRIBUTARY_DATA_ROOT: tmpdir(), TRIBUTARY_OUTPUT_ROOT: tmpdir(), ...env },
+    env: withServiceMalloc({
+      ...process.env,
+      NO_COLOR: '1',
+      TRIBUTARY_DATA_ROOT: tmpdir(),
+      TRIBUTARY_OUTPUT_ROOT: tmpdir(),
+      ...env,
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

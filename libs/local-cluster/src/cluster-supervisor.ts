@@ -21,7 +21,7 @@ import {
   type NatsClusterProcesses,
   type ServerProcess,
 } from './server-processes.js';
-import { SERVICE_NODE_FLAGS } from './service-node-flags.js';
+import { SERVICE_NODE_FLAGS, withServiceMalloc } from './service-node-flags.js';
 
 /** Roles the supervisor runs, in start order. */
 export type ServiceRole = 'pserver' | 'master' | 'trainer' | 'evaluator';
@@ -167,14 +167,14 @@ class SupervisedService {
     const script = join(this.opts.root, 'dist', 'services', this.info.role, 'main.js');
     const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, script], {
       cwd: this.opts.root,
-      env: {
+      env: withServiceMalloc({
         ...inheritedEnv(this.opts.secure === true),
         ...this.opts.env,
         ...this.extraEnv,
         NATS_URL: this.urls().natsUrl,
         REDIS_URL: this.urls().redisUrl,
         NO_COLOR: '1',
-      },
+      }),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;

@@ -29,7 +29,12 @@ export {
   isAlive,
   readClusterFile,
 } from './cluster-supervisor.js';
-export { SERVICE_INITIAL_OLD_SPACE_MB, SERVICE_NODE_FLAGS } from './service-node-flags.js';
+export {
+  SERVICE_INITIAL_OLD_SPACE_MB,
+  SERVICE_MALLOC_TUNABLES,
+  SERVICE_NODE_FLAGS,
+  withServiceMalloc,
+} from './service-node-flags.js';
 export type { ClusterFile, ClusterOptions, ServiceProcessInfo, ServiceRole } from './cluster-supervisor.js';
 export {
   REDIS_CLUSTER_USER,
