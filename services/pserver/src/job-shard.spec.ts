@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { DataType } from '#libs/pserver-protocol';
 import {
   AlreadyInitializedError,
@@ -22,7 +23,7 @@ const PARAMS = [
   { name: 'b', dtype: f32, shape: [1] },
 ];
 
-function makeJob(spec: object = {}, shard = 0, shardCount = 1, clock = { t: 0 }) {
+function makeJob(spec: object = {}, shard = 0, shardCount = 1, clock = { t: 0 }, params = PARAMS) {
   const versions: number[] = [];
   const snapshots: number[] = [];
   const specJson = JSON.stringify({ optimizer: { type: 'sgd', learningRate: 0.5 }, ...spec });
@@ -35,7 +36,7 @@ function makeJob(spec: object = {}, shard = 0, shardCount = 1, clock = { t: 0 })
     now: () => clock.t,
     hooks: { onVersion: (_, v) => versions.push(v), onSnapshot: (_, v) => snapshots.push(v) },
   });
-  job.setParamList(PARAMS, shardCount);
+  job.setParamList(params, shardCount);
   return { job, versions, snapshots, clock };
 }
 
@@ -81,6 +82,25 @@ describe('job shard', () => {
     job.initTensors('z', [{ name: 'b', shape: [1], value: Float32Array.of(4) }]);
     expect(job.finishInit('z')).toBe(0);
     expect(values(job)).toEqual({ b: [4] });
+  });
+
+  it('job shard - a non-finite value anywhere is refused at its index; every finite float32 is taken', () => {
+    const finite = fc.float({ noNaN: true, noDefaultInfinity: true });
+    const bad = fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY);
+    fc.assert(
+      fc.property(fc.array(finite, { minLength: 1, maxLength: 23 }), fc.nat(), bad, (values, at, v) => {
+        const shape = [values.length];
+        const { job } = makeJob({}, 0, 1, { t: 0 }, [{ name: 'v', dtype: f32, shape }]);
+        job.beginInit('a');
+        const tensor = Float32Array.from(values);
+        job.initTensors('a', [{ name: 'v', shape, value: tensor }]);
+        const i = at % values.length;
+        tensor[i] = v;
+        expect(() => job.initTensors('a', [{ name: 'v', shape, value: tensor }])).toThrow(
+          new RegExp(`non-finite value ${v} at index ${i}$`),
+        );
+      }),
+    );
   });
 
   it('job shard - init refuses wrong shapes, dtypes, missing tensors and non-finite values', () => {

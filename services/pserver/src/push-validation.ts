@@ -148,6 +148,24 @@ export function requireTrainer(trainerId: string): void {
 }
 
 function requireFinite(name: string, values: Float32Array, what: string): void {
+  // v * 0 is 0 (or -0) for every finite v and NaN for NaN and the infinities, and a NaN stays in
+  // a sum: four independent sums, without a branch per value, check 1M values in 0.4-0.5 ms
+  // against 1.0-1.1 ms for the loop below, which then finds the first bad one.
+  const n = values.length;
+  const end = n - (n % 4);
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  let i = 0;
+  for (; i < end; i += 4) {
+    s0 += values[i]! * 0;
+    s1 += values[i + 1]! * 0;
+    s2 += values[i + 2]! * 0;
+    s3 += values[i + 3]! * 0;
+  }
+  for (; i < n; i++) s0 += values[i]! * 0;
+  if (s0 + s1 + s2 + s3 === 0) return;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     // v - v is 0 for every finite v and NaN for NaN and the infinities; no global lookups in
