@@ -1,21 +1,9 @@
 import { InvalidJobSpecError, validateJobSpec, type JobSpec } from '#libs/job-spec';
+import { minimalJobSpec } from '../../../test/support/minimal-job-spec.js';
 import { DEFAULT_PARTITION_MIN_ELEMENTS, withPartition } from './job-partition.js';
 
 function spec(pservers: Record<string, unknown>): JobSpec {
-  return validateJobSpec({
-    id: 'cut',
-    dataset: {
-      train: ['t.recordio'],
-      eval: ['e.recordio'],
-      layout: { featureShape: [2], featureDtype: 'float32', labelDtype: 'int32', numClasses: 2 },
-    },
-    model: { preset: 'mlp' },
-    optimizer: { type: 'sgd', learningRate: 0.1 },
-    training: { batchSize: 4 },
-    pservers,
-    stop: { maxEpochs: 1 },
-    output: 'out',
-  });
+  return minimalJobSpec('cut', { pservers });
 }
 
 describe('job partition', () => {

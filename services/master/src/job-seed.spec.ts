@@ -1,22 +1,11 @@
 import { MissingSeedError } from '#libs/data-order';
-import { validateJobSpec, type JobSpec } from '#libs/job-spec';
+import type { JobSpec } from '#libs/job-spec';
+import { minimalJobSpec } from '../../../test/support/minimal-job-spec.js';
 import { queueOptions } from './job-driver.js';
 import { withJobSeed } from './job-seed.js';
 
 function spec(training: Record<string, unknown>): JobSpec {
-  return validateJobSpec({
-    id: 'seeded',
-    dataset: {
-      train: ['t.recordio'],
-      eval: ['e.recordio'],
-      layout: { featureShape: [2], featureDtype: 'float32', labelDtype: 'int32', numClasses: 2 },
-    },
-    model: { preset: 'mlp' },
-    optimizer: { type: 'sgd', learningRate: 0.1 },
-    training: { batchSize: 4, ...training },
-    stop: { maxEpochs: 1 },
-    output: 'out',
-  });
+  return minimalJobSpec('seeded', { training });
 }
 
 describe('job seed', () => {
