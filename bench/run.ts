@@ -179,6 +179,9 @@ async function main(): Promise<number> {
   return failed ? 1 : 0;
 }
 
+/** Set in the environment of the runner started again by {@link runWithServiceMalloc}. */
+const RESTARTED = 'TRIBUTARY_BENCH_RESTARTED';
+
 /**
  * The runner measures baselines in its own process (the single-process loop of `tta`) and in
  * processes it starts (the learners of `scaling`, the TCP echo of `exchange`), which inherit its
@@ -187,8 +190,12 @@ async function main(): Promise<number> {
  */
 function runWithServiceMalloc(): number | undefined {
   const env = withServiceMalloc(process.env);
-  if (env === process.env) return undefined;
-  const again = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env });
+  // Once only, whatever the C library makes of the variable.
+  if (env === process.env || process.env[RESTARTED] === '1') return undefined;
+  const again = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...env, [RESTARTED]: '1' },
+  });
   return again.status ?? 1;
 }
 

@@ -14,6 +14,7 @@ export {
   fromServiceError,
 } from './errors.js';
 export { INIT_POLL_MS, INIT_WAIT_MS } from './init-election.js';
+export { PartitionError } from './param-partition.js';
 export { PserverClient } from './pserver-client.js';
 export {
   ADDRESS_WAIT_MS,

@@ -12,10 +12,9 @@ import type { ParamInfo, ParamTensor, TensorLike } from './shard-fanout.js';
  * A parameter of `rows` rows along its first axis, each of `rowSize` elements, is cut into
  * `min(shardCount, floor(rows / ceil(minElements / rowSize)))` parts when that is at least 2:
  * every part has `floor(rows / parts)` rows and the first `rows % parts` one more, so no part
- * holds fewer than `minElements` elements. Part `k` of `name` is
- * called `name/part_k`. The rule depends only on the parameter list, the shard count and
- * `minElements`, so every trainer and the evaluator cut the same way; `minElements` 0 keeps every
- * parameter whole.
+ * holds fewer than `minElements` elements. Part `k` of `name` is called `name/part_k`. The rule
+ * depends only on the parameter list, the shard count and `minElements`, so every trainer and
+ * the evaluator cut the same way; `minElements` 0 keeps every parameter whole.
  */
 
 /** One block of a parameter as the shards hold it. */
@@ -70,11 +69,12 @@ export class ParamPartition {
   private readonly byName: ReadonlyMap<string, Cut>;
 
   /**
-   * @throws PartitionError when a part's name is the name of another parameter of the model.
+   * @throws PartitionError when `minElements` is not an integer >= 0, or a part's name is the
+   *   name of another parameter of the model.
    */
   constructor(params: readonly ParamInfo[], shardCount: number, minElements: number) {
     if (!Number.isInteger(minElements) || minElements < 0) {
-      throw new PartitionError(`the smallest part must be a whole number of elements from 0, got ${minElements}`);
+      throw new PartitionError(`pservers.partition.minElements must be an integer >= 0, got ${minElements}`);
     }
     this.cuts = params.map((p) => cutParam(p, shardCount, minElements));
     this.byName = new Map(this.cuts.map((c) => [c.param.name, c]));
