@@ -28,6 +28,8 @@ interface Part extends ParamInfo {
 /** A parameter of the model and the blocks it travels as (one, named as itself, when whole). */
 interface Cut {
   param: ParamInfo;
+  /** Elements in the whole parameter. */
+  size: number;
   parts: Part[];
 }
 
@@ -47,7 +49,7 @@ function cutParam(param: ParamInfo, shardCount: number, minElements: number): Cu
   const rowSize = rows === 0 ? 0 : size / rows;
   const minRows = Math.max(1, Math.ceil(minElements / Math.max(rowSize, 1)));
   const count = minElements > 0 && rowSize > 0 ? Math.min(shardCount, Math.floor(rows / minRows)) : 1;
-  if (count < 2) return { param, parts: [{ name: param.name, shape: [...param.shape], offset: 0, size }] };
+  if (count < 2) return { param, size, parts: [{ name: param.name, shape: [...param.shape], offset: 0, size }] };
   const parts: Part[] = [];
   let row = 0;
   for (let k = 0; k < count; k++) {
@@ -60,7 +62,7 @@ function cutParam(param: ParamInfo, shardCount: number, minElements: number): Cu
     });
     row += partRows;
   }
-  return { param, parts };
+  return { param, size, parts };
 }
 
 /** How a model's parameters are cut into the blocks the shards hold; see the module comment. */
@@ -112,7 +114,7 @@ export class ParamPartition {
       if (!(t.data instanceof Float32Array)) {
         throw new MalformedTensorError(t.name, `${operation}: only float32 tensors are trainable`);
       }
-      if (!sameShape(t.shape, cut.param.shape) || t.data.length !== elementCount(cut.param.shape)) {
+      if (!sameShape(t.shape, cut.param.shape) || t.data.length !== cut.size) {
         throw new MalformedTensorError(
           t.name,
           `${operation}: shape [${t.shape.join(', ')}] with ${t.data.length} values is not the parameter's [${cut.param.shape.join(', ')}]`,
@@ -129,9 +131,9 @@ export class ParamPartition {
    */
   join(parts: readonly ParamTensor[]): ParamTensor[] {
     let next = 0;
-    return this.cuts.map(({ param, parts: cut }) => {
+    return this.cuts.map(({ param, size, parts: cut }) => {
       if (cut.length === 1) return parts[next++]!;
-      const data = new Float32Array(elementCount(param.shape));
+      const data = new Float32Array(size);
       for (const p of cut) data.set(parts[next++]!.data, p.offset);
       return { name: param.name, dtype: 'float32', shape: [...param.shape], data };
     });
