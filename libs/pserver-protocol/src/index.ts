@@ -39,8 +39,11 @@ export {
   encodePushPullReply,
 } from './tensor-wire.js';
 
+export { WireClock, wireClock } from './wire-clock.js';
+
 export type { ParamSize } from './sharding.js';
 export type { PserverTls } from './transport-security.js';
+export type { WireTimes } from './wire-clock.js';
 export type { AssembledTensor, FloatWireType, NamedTensor, TensorArray, TensorExpectation } from './tensor-codec.js';
 export type {
   BeginInitReply,

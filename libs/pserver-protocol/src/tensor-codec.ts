@@ -1,6 +1,7 @@
 import { DataType, type Tensor } from '#proto/generated/pserver.js';
 import { MalformedTensorError } from './errors.js';
 import { decodeBfloat16, decodeFloat16, encodeBfloat16, encodeFloat16 } from './half-precision.js';
+import { wireClock } from './wire-clock.js';
 
 /** Most tensor bytes one message carries; larger tensors are split into parts. */
 export const TENSOR_CHUNK_SIZE_BYTES = 1024 * 1024;
@@ -110,7 +111,7 @@ export function* tensorParts(
   if (elementCount(shape) !== data.length) {
     throw new MalformedTensorError(name, `shape [${shape.join(', ')}] does not match ${data.length} elements`);
   }
-  const bytes = wireBytes(tensor, dtype);
+  const bytes = wireClock.encoding(() => wireBytes(tensor, dtype));
   const step = Math.max(elementSizeBytes(dtype), maxChunkBytes - (maxChunkBytes % elementSizeBytes(dtype)));
   let offset = 0;
   do {
@@ -169,8 +170,12 @@ export class TensorAssembler {
     private readonly maxTensorBytes = MAX_TENSOR_SIZE_BYTES,
   ) {}
 
-  /** Adds one part; returns the tensor when this part completed it. */
+  /** Adds one part; returns the tensor when this part completed it. Timed as decoding. */
   add(part: Tensor): AssembledTensor | undefined {
+    return wireClock.decoding(() => this.addPart(part));
+  }
+
+  private addPart(part: Tensor): AssembledTensor | undefined {
     const { name, dtype, shape, data, offset } = part;
     if (name === '') throw new MalformedTensorError(name, 'has no name');
     if (this.complete.has(name)) throw new MalformedTensorError(name, 'was sent twice');
@@ -256,7 +261,8 @@ export function toNamedTensor(t: AssembledTensor): NamedTensor<TensorArray> {
 
 /**
  * The values of an assembled float tensor as float32: a view of float32 bytes (no copy), or
- * decoded from float16 or bfloat16 into an array of their own. Any other dtype is malformed here.
+ * decoded from float16 or bfloat16 into an array of their own (timed as decoding). Any other
+ * dtype is malformed here.
  */
 export function float32Values(t: AssembledTensor): Float32Array {
   const { name, dtype, bytes } = t;
@@ -266,8 +272,10 @@ export function float32Values(t: AssembledTensor): Float32Array {
   }
   // The assembler keeps a tensor's bytes aligned for its dtype.
   const half = new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2);
-  const values = new Float32Array(half.length);
-  if (dtype === DataType.FLOAT16) decodeFloat16(half, values);
-  else decodeBfloat16(half, values);
-  return values;
+  return wireClock.decoding(() => {
+    const values = new Float32Array(half.length);
+    if (dtype === DataType.FLOAT16) decodeFloat16(half, values);
+    else decodeBfloat16(half, values);
+    return values;
+  });
 }

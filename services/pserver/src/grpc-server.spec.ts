@@ -15,7 +15,13 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { loadSimdKernelBackend } from '#libs/optimizer';
-import { DataType, ParameterServerClient, SHARD_VERSION_METADATA_KEY, type PullChunk } from '#libs/pserver-protocol';
+import {
+  DataType,
+  ParameterServerClient,
+  SHARD_VERSION_METADATA_KEY,
+  wireClock,
+  type PullChunk,
+} from '#libs/pserver-protocol';
 import { KernelHeap } from '#libs/wasm-simd';
 import { startShards, type RunningShard } from '../test/in-process-shards.js';
 
@@ -302,6 +308,30 @@ describe('pserver over gRPC', () => {
     expect(outcome).toMatchObject({ accepted: [true, true], stale: [] });
     expect(outcome.params).toBeUndefined();
     expect((await a.status()).map((st) => st.jobs[0].version)).toEqual([1, 1]);
+  });
+
+  it('pserver grpc - the step phases give the barrier, the update and the codec time per step', async () => {
+    const { a, b, grad } = await twoTrainersAtVersionOne();
+    for (const shard of shards) shard.shard.stepPhases();
+    expect(shards[0]!.shard.stepPhases()).toBeUndefined();
+    const before = wireClock.read();
+    await Promise.all([
+      a.pushPull(1, 8, grad, { waitMs: 10_000, sameVersion: true }),
+      b.pushPull(1, 8, grad, { waitMs: 10_000, sameVersion: true }),
+    ]);
+    const after = wireClock.read();
+    // Trainers and shards share this process, so its clock counts both sides' messages.
+    expect(after.encodeMs).toBeGreaterThan(before.encodeMs);
+    expect(after.decodeMs).toBeGreaterThan(before.decodeMs);
+    for (const shard of shards) {
+      const phases = shard.shard.stepPhases()!;
+      expect(Object.keys(phases).sort()).toEqual(['barrier', 'decode', 'encode', 'update']);
+      for (const ms of Object.values(phases)) expect(ms).toBeGreaterThanOrEqual(0);
+    }
+    const [first, second] = shards.map((shard) => shard.shard);
+    // Each call covers the steps since the one before.
+    expect(first!.stepPhases()).toBeUndefined();
+    expect(second!.stepPhases()).toBeUndefined();
   });
 
   it('pserver grpc - push-pull answers an asynchronous push with the parameters after it', async () => {

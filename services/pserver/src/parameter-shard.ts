@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { PathOutsideRootsError, confinePath } from '#libs/config';
 import { JOB_ID_PATTERN } from '#libs/messaging';
 import type { KernelBackend } from '#libs/optimizer';
-import type { TensorInfo } from '#libs/pserver-protocol';
+import { wireClock, type TensorInfo } from '#libs/pserver-protocol';
 import { writeCheckpoint, type CheckpointRecord } from './checkpoint.js';
 import { CheckpointError, InvalidRequestError, JobUnknownToShardError } from './errors.js';
 import type { InitElectionResult } from './init-election.js';
@@ -72,6 +72,8 @@ const silent: LineLogger = { log: () => undefined, warn: () => undefined, error:
 export class ParameterShard {
   readonly shard: number;
   private readonly jobs = new Map<string, JobShard>();
+  /** The wire clock at the last `stepPhases`. */
+  private wireMark = wireClock.read();
   private readonly loading = new Map<string, Promise<JobShard | undefined>>();
   private readonly checkpoints = new Map<string, CheckpointState>();
   private readonly memberTtlMs: number;
@@ -278,9 +280,11 @@ export class ParameterShard {
 
   /**
    * Mean milliseconds per step of the barrier and the update since the last call, over every
-   * job that stepped (weighted by steps); undefined when none did.
+   * job that stepped (weighted by steps), and of the process's decoding of the messages it took
+   * and encoding of those it sent (pushes, replies, pulls: the wire clock's time over the same
+   * steps); undefined when no job stepped.
    */
-  stepPhases(): { barrier: number; update: number } | undefined {
+  stepPhases(): { barrier: number; update: number; decode: number; encode: number } | undefined {
     let steps = 0;
     let barrier = 0;
     let update = 0;
@@ -291,8 +295,13 @@ export class ParameterShard {
       barrier += t.barrier * t.steps;
       update += t.update * t.steps;
     }
+    const wire = wireClock.read();
+    const decodeMs = wire.decodeMs - this.wireMark.decodeMs;
+    const encodeMs = wire.encodeMs - this.wireMark.encodeMs;
+    this.wireMark = wire;
     if (steps === 0) return undefined;
-    return { barrier: Math.round((barrier / steps) * 100) / 100, update: Math.round((update / steps) * 100) / 100 };
+    const perStep = (ms: number) => Math.round((ms / steps) * 100) / 100;
+    return { barrier: perStep(barrier), update: perStep(update), decode: perStep(decodeMs), encode: perStep(encodeMs) };
   }
 
   /** Ends every waiting pull with `ShardClosingError` (shutdown); later waits fail at once. */

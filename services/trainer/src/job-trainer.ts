@@ -5,6 +5,7 @@ import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/
 import type { LineLogger } from '#libs/logging';
 import type { MemberStatus } from '#libs/messaging';
 import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient } from '#libs/pserver-client';
+import { wireClock } from '#libs/pserver-protocol';
 import { sleep } from '#libs/retry';
 import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
 import {
@@ -318,7 +319,9 @@ class ProgressReporter {
     private readonly deps: JobTrainerDeps,
   ) {
     const metrics = deps.metrics;
-    this.phases = new StepPhases(undefined, metrics && ((phases) => metrics.stepPhases(jobId, phases)));
+    this.phases = new StepPhases(undefined, metrics && ((phases) => metrics.stepPhases(jobId, phases)), () =>
+      wireClock.read(),
+    );
   }
 
   startTask(task: ClaimedTask): void {

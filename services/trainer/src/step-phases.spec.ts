@@ -1,3 +1,4 @@
+import { WireClock } from '#libs/pserver-protocol';
 import { StepPhases } from './step-phases.js';
 
 describe('step phases', () => {
@@ -22,7 +23,55 @@ describe('step phases', () => {
       now += 2; // bookkeeping between the push and the end of the step
       p.endStep();
     }
-    expect(p.take()).toEqual({ wait: 3, decode: 0, load: 0, train: 10, getUpdate: 0, push: 5, idle: 2 });
+    expect(p.take()).toEqual({
+      wait: 3,
+      decode: 0,
+      load: 0,
+      train: 10,
+      getUpdate: 0,
+      encode: 0,
+      push: 5,
+      unpack: 0,
+      idle: 2,
+    });
+  });
+
+  it('step phases - the codec time within the push and the pull goes to encode and unpack', async () => {
+    const clock = new WireClock(() => now);
+    const p = new StepPhases(
+      () => now,
+      undefined,
+      () => clock.read(),
+    );
+    await p.time('wait', async () => {
+      now += 2;
+      clock.decoding(() => (now += 0.5));
+    });
+    p.timeSync('train', () => {
+      now += 10;
+    });
+    await p.time('push', async () => {
+      clock.encoding(() => (now += 1));
+      now += 3;
+      clock.decoding(() => (now += 0.75));
+    });
+    // Codec time outside the network calls stays where it happened.
+    await p.time('decode', async () => {
+      clock.decoding(() => (now += 0.25));
+    });
+    now += 1; // bookkeeping
+    p.endStep();
+    expect(p.take()).toEqual({
+      wait: 2,
+      decode: 0.25,
+      load: 0,
+      train: 10,
+      getUpdate: 0,
+      encode: 1,
+      push: 3,
+      unpack: 1.25,
+      idle: 1,
+    });
   });
 
   it('step phases - each take starts a new window; none without a step', () => {
@@ -78,8 +127,8 @@ describe('step phases', () => {
     });
     p.endStep();
     expect(steps).toEqual([
-      { wait: 0, decode: 0, load: 0, train: 4, getUpdate: 0, push: 0, idle: 1 },
-      { wait: 0, decode: 0, load: 0, train: 0, getUpdate: 0, push: 2, idle: 0 },
+      { wait: 0, decode: 0, load: 0, train: 4, getUpdate: 0, encode: 0, push: 0, unpack: 0, idle: 1 },
+      { wait: 0, decode: 0, load: 0, train: 0, getUpdate: 0, encode: 0, push: 2, unpack: 0, idle: 0 },
     ]);
   });
 });

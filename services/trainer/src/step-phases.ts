@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import type { WireTimes } from '#libs/pserver-protocol';
 
 /**
  * The phases of one training step, as the training loop times them:
@@ -7,13 +8,32 @@ import { performance } from 'node:perf_hooks';
  * - `load`: loading pulled parameters into the learner;
  * - `train`: the learner's forward and backward pass;
  * - `getUpdate`: reading the update out of the learner;
- * - `push`: the push call (encoding, transfer, the pserver taking it);
+ * - `encode`: encoding the update's tensors into push messages, within the push;
+ * - `push`: the push call less its encoding and unpacking: the transfer, and the pserver taking
+ *   the push (and answering with the parameters, where it does);
+ * - `unpack`: decoding the parameters that came back, within the push or the pull;
  * - `idle`: the rest of the step's wall time (bookkeeping, status, the event loop).
+ *
+ * `encode` and `unpack` are told apart from `push` and `wait` only when the phases are given the
+ * process's wire clock; otherwise they stay 0 and the push and the pull include them.
  */
-export const STEP_PHASES = ['wait', 'decode', 'load', 'train', 'getUpdate', 'push', 'idle'] as const;
+export const STEP_PHASES = [
+  'wait',
+  'decode',
+  'load',
+  'train',
+  'getUpdate',
+  'encode',
+  'push',
+  'unpack',
+  'idle',
+] as const;
 
 /** One of {@link STEP_PHASES}. */
 export type StepPhase = (typeof STEP_PHASES)[number];
+
+/** The network calls, whose codec time goes to `encode` and `unpack`. */
+const NETWORK_PHASES: ReadonlySet<StepPhase> = new Set(['wait', 'push']);
 
 /**
  * Where the time of a trainer's steps goes: milliseconds spent in each phase, summed until
@@ -29,20 +49,36 @@ export class StepPhases {
 
   /**
    * `onStep`, when given, receives each step's phases in milliseconds as it ends (for the
-   * step-phase histograms), besides the windowed means of `take`.
+   * step-phase histograms), besides the windowed means of `take`. `wire`, when given, reads the
+   * process's wire clock (`wireClock.read()`), on the same time scale as `now`.
    */
   constructor(
     private readonly now: () => number = () => performance.now(),
     private readonly onStep?: (phases: Record<StepPhase, number>) => void,
+    private readonly wire?: () => WireTimes,
   ) {}
 
-  /** Runs `fn` and adds its duration to `phase`. */
+  /**
+   * Runs `fn` and adds its duration to `phase`; for `push` and `wait`, the encoding and decoding
+   * done meanwhile go to `encode` and `unpack` instead.
+   */
   async time<T>(phase: Exclude<StepPhase, 'idle'>, fn: () => Promise<T> | T): Promise<T> {
     const start = this.now();
+    const wireBefore = NETWORK_PHASES.has(phase) ? this.wire?.() : undefined;
     try {
       return await fn();
     } finally {
-      this.add(phase, this.now() - start);
+      let ms = this.now() - start;
+      this.stepStart ??= start;
+      if (wireBefore !== undefined) {
+        const wireAfter = this.wire!();
+        const encodeMs = wireAfter.encodeMs - wireBefore.encodeMs;
+        const unpackMs = wireAfter.decodeMs - wireBefore.decodeMs;
+        if (encodeMs > 0) this.add('encode', encodeMs);
+        if (unpackMs > 0) this.add('unpack', unpackMs);
+        ms = Math.max(0, ms - encodeMs - unpackMs);
+      }
+      this.add(phase, ms);
     }
   }
 

@@ -30,7 +30,7 @@ export class TrainerMetrics {
     });
     this.phases = metrics.histogram({
       name: 'tributary_trainer_step_phase_seconds',
-      help: 'Time of one step spent in each phase: wait, decode, load, train, getUpdate, push, idle.',
+      help: 'Time of one step spent in each phase: wait, decode, load, train, getUpdate, encode, push, unpack, idle.',
       labelNames: ['job', 'phase'],
     });
     this.seconds = {
