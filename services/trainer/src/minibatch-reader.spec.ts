@@ -158,6 +158,40 @@ describe('minibatch reader', () => {
     expect(batches[1]!.labels).toEqual([4, 5, 6, 7]);
   });
 
+  it('minibatch reader - the next chunk is read while the one before is in use; a bad one fails when reached', async () => {
+    for (const shuffle of [undefined, { seed: 3, bufferRecords: 2 }]) {
+      const { chunks, readChunk } = fakeChunks([4, 4, 4]);
+      const asked: number[] = [];
+      const reader = new MinibatchReader({
+        batchSize: 2,
+        layout: LAYOUT,
+        shuffle,
+        readChunk: (file, offset) => {
+          asked.push(offset);
+          return offset === 200 ? Promise.reject(new Error('EIO: i/o error')) : readChunk(file, offset);
+        },
+      });
+      const batches = reader.batches({ chunks, epoch: 0, taskId: 0 });
+      await batches.next();
+      // The first batch came out of chunk 0; chunk 1 is already asked for, chunk 2 not yet.
+      expect(asked).toEqual([0, 100]);
+      let taken = 1;
+      const err = await (async () => {
+        for (;;) {
+          const item = await batches.next();
+          if (item.done) return undefined;
+          taken += 1;
+        }
+      })().catch((e: unknown) => e);
+      // Chunk 2's failure came only after the eight records of chunks 0 and 1 (less the two the
+      // shuffle buffer still held).
+      expect(err).toBeInstanceOf(TaskDataError);
+      expect((err as Error).message).toBe('f2: chunk at byte 200: EIO: i/o error');
+      expect(taken).toBe(shuffle ? 3 : 4);
+      expect(asked).toEqual([0, 100, 200]);
+    }
+  });
+
   it('minibatch reader - a chunk that cannot be read is named by file and offset', async () => {
     const reader = new MinibatchReader({
       batchSize: 2,

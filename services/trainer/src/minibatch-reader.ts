@@ -74,10 +74,10 @@ function batchOf(examples: readonly Example[], perExample: number, labelDtype: R
  * through a {@link ShuffleBuffer} of `shuffle.bufferRecords` records, or, when that is absent, of
  * as many records as the task's largest chunk holds (the counts the master's index put in the
  * task message); the buffer holds copies of its decoded examples, so memory is the buffer plus
- * the chunk being read. The order is drawn from the job seed, the epoch and the task id, so every
- * trainer that reads the task in that epoch gets the same minibatches. Chunks are read one at a
- * time and decoded whole, so a bad chunk is named by its file and offset (`TaskDataError`, or
- * the RecordIO error itself).
+ * the chunk in use and the one read ahead. The order is drawn from the job seed, the epoch and
+ * the task id, so every trainer that reads the task in that epoch gets the same minibatches.
+ * Chunks are decoded whole, one ahead of the one in use (see `decodedChunks`), so a bad chunk is
+ * named by its file and offset (`TaskDataError`, or the RecordIO error itself).
  */
 export class MinibatchReader {
   private readonly readChunk: ChunkSource;
@@ -107,9 +107,7 @@ export class MinibatchReader {
     const { batchSize } = this.options;
     const pe = this.perExample;
     let pending: Batch | undefined;
-    for (const chunk of chunks) {
-      const decoded = await this.readDecoded(chunk);
-      if (decoded === undefined) continue;
+    for await (const decoded of this.decodedChunks(chunks)) {
       let start = 0;
       if (pending !== undefined) {
         start = Math.min(batchSize - pending.size, decoded.size);
@@ -134,9 +132,7 @@ export class MinibatchReader {
     const pe = this.perExample;
     const buffer = new ShuffleBuffer<Example>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
     let picked: Example[] = [];
-    for (const chunk of task.chunks) {
-      const decoded = await this.readDecoded(chunk);
-      if (decoded === undefined) continue;
+    for await (const decoded of this.decodedChunks(task.chunks)) {
       for (let i = 0; i < decoded.size; i++) {
         const out = buffer.push({ features: decoded.features.slice(i * pe, (i + 1) * pe), label: decoded.labels[i]! });
         if (out === undefined) continue;
@@ -155,6 +151,26 @@ export class MinibatchReader {
       }
     }
     if (picked.length > 0) yield batchOf(picked, pe, labelDtype);
+  }
+
+  /**
+   * The task's chunks that hold records, decoded, in order; each is read while the one before is
+   * in use (one chunk ahead), so its read and decompression overlap training. A read that fails
+   * is reported when its chunk is reached.
+   */
+  private async *decodedChunks(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
+    const readAhead = (i: number): Promise<Batch | undefined> | undefined => {
+      if (i >= chunks.length) return undefined;
+      const read = this.readDecoded(chunks[i]!);
+      read.catch(() => undefined);
+      return read;
+    };
+    let ahead = readAhead(0);
+    for (let i = 0; ahead !== undefined; i++) {
+      const decoded = await ahead;
+      ahead = readAhead(i + 1);
+      if (decoded !== undefined) yield decoded;
+    }
   }
 
   private async readDecoded(chunk: TaskChunk): Promise<Batch | undefined> {
