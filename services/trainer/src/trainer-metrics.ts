@@ -1,7 +1,7 @@
 import type { Counter, Histogram } from 'prom-client';
 import type { TransferDtype } from '#libs/job-spec';
 import type { ServiceMetrics } from '#libs/service-metrics';
-import type { StepPhase } from './step-phases.js';
+import { STEP_PHASES, type StepPhase } from './step-phases.js';
 
 /** Which parameter server call a latency or byte count is of. */
 export type TransferDirection = 'push' | 'pull';
@@ -30,7 +30,7 @@ export class TrainerMetrics {
     });
     this.phases = metrics.histogram({
       name: 'tributary_trainer_step_phase_seconds',
-      help: 'Time of one step spent in each phase: wait, decode, load, train, getUpdate, encode, push, unpack, idle.',
+      help: `Time of one step spent in each phase: ${STEP_PHASES.join(', ')}.`,
       labelNames: ['job', 'phase'],
     });
     this.seconds = {
