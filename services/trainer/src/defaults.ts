@@ -39,6 +39,14 @@ export const QUORUM_HEARTBEAT_MS = 2_000;
 /** Shortest pause between renewals of a task's claim (the master restarts its deadline). */
 export const CLAIM_RENEW_MIN_MS = 1_000;
 
+/**
+ * How long before the task in hand is expected to end (at the pace of its last minibatch) the
+ * next one is claimed and its first chunk read: a claim and a chunk read take a few to a few
+ * tens of milliseconds on a busy machine. A task claimed ahead is one more task this trainer
+ * holds at an epoch's end, for at most this long.
+ */
+export const CLAIM_AHEAD_MS = 100;
+
 /** Pause before asking again for a task of a job that has `trainers.max` trainers at work. */
 export const FULL_JOB_RETRY_MS = 5_000;
 

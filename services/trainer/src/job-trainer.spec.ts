@@ -56,6 +56,8 @@ const quiet: LineLogger = { log: () => undefined, warn: () => undefined, error: 
  */
 class TestMaster {
   readonly reports: TaskReport[] = [];
+  /** Claims and reports in the order they arrived: `claim j/1`, `done j/0`, ... */
+  readonly log: string[] = [];
   private readonly current = new Map<string, string>();
   private readonly subs: Subscription[] = [];
   private waiters: (() => void)[] = [];
@@ -67,6 +69,8 @@ class TestMaster {
         callback: (_e, m) => {
           const claim = decodeJsonObject(m.subject, m.data);
           const ok = this.current.get(`${claim['jobId']}/${claim['taskId']}`) === claim['dispatchId'];
+          this.log.push(`claim ${claim['jobId']}/${claim['taskId']}`);
+          for (const w of this.waiters) w();
           m.respond(encodeJson(ok ? { ok: true, deadlineMs: Date.now() + 60_000 } : { ok: false, reason: 'stale' }));
         },
       }),
@@ -74,6 +78,7 @@ class TestMaster {
         callback: (_e, m) => {
           const report = decodeJsonObject(m.subject, m.data) as unknown as TaskReport;
           this.reports.push(report);
+          this.log.push(`${report.outcome} ${report.jobId}/${report.taskId}`);
           m.respond(encodeJson({ ok: true, counted: report.outcome === 'done' }));
           for (const w of this.waiters) w();
         },
@@ -95,6 +100,14 @@ class TestMaster {
     for (;;) {
       const of = this.reports.filter((r) => r.jobId === jobId);
       if (of.length >= count) return of;
+      await new Promise<void>((r) => this.waiters.push(r));
+      this.waiters = [];
+    }
+  }
+
+  /** Waits until a claim of that task arrived. */
+  async claimed(jobId: string, taskId: number): Promise<void> {
+    while (!this.log.includes(`claim ${jobId}/${taskId}`)) {
       await new Promise<void>((r) => this.waiters.push(r));
       this.waiters = [];
     }
@@ -251,6 +264,48 @@ describe('job trainer (real NATS, real parameter servers)', () => {
     expect(status.map((s) => s.jobs[0]?.version)).toEqual([1, 1]);
     expect(status.every((s) => s.jobs[0]?.members.length === 0)).toBe(true);
     expect(states.at(-1)).toMatchObject({ state: 'idle', jobId: undefined });
+  });
+
+  it('trainer - the next task is claimed before the last minibatch of the one in hand; preempted, it goes back', async () => {
+    const spec = await setUpJob('ahead');
+    const stop = new AbortController();
+    const preempt = new AbortController();
+    let minibatches = 0;
+    // Tasks of 6 records: minibatches of 4 and 2. The last minibatch of each task waits for the
+    // next task's claim, which comes only if it was made ahead. During task 1's last minibatch
+    // the trainer is preempted: task 1 still ends done, task 2 was claimed and goes back.
+    const createLearner = () => {
+      const learner = new TfjsLearner();
+      const train = learner.train.bind(learner);
+      learner.train = async (batch) => {
+        minibatches += 1;
+        if (minibatches % 2 === 0) {
+          const task = minibatches / 2;
+          await master.claimed('ahead', task);
+          if (task === 2) preempt.abort();
+        }
+        return train(batch);
+      };
+      return learner;
+    };
+    const run = makeJobTrainer('trainer-5', undefined, createLearner).run(spec, {
+      stop: stop.signal,
+      preempt: preempt.signal,
+    });
+    for (let t = 0; t < 3; t++) await master.dispatch('ahead', t, taskChunks(2 * t, 2));
+
+    await expect(run).resolves.toBe('preempted');
+    const reports = await master.waitReports('ahead', 3);
+    expect(reports.map((r) => [r.taskId, r.outcome, r.samples]).sort()).toEqual([
+      [0, 'done', 6],
+      [1, 'done', 6],
+      [2, 'returned', undefined],
+    ]);
+    const log = master.log.filter((e) => e.includes(' ahead/'));
+    expect(log.indexOf('claim ahead/1')).toBeLessThan(log.indexOf('done ahead/0'));
+    expect(log.indexOf('claim ahead/2')).toBeLessThan(log.indexOf('done ahead/1'));
+    const status = await pserverStatus('ahead');
+    expect(status.map((s) => s.jobs[0]?.version)).toEqual([4, 4]);
   });
 
   it('trainer - serves the running job from the jobs bucket, goes idle when it stops, then serves the next', async () => {

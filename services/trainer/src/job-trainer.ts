@@ -9,6 +9,7 @@ import { wireClock } from '#libs/pserver-protocol';
 import { sleep } from '#libs/retry';
 import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
 import {
+  CLAIM_AHEAD_MS,
   FULL_JOB_RETRY_MS,
   HAND_BACK_BUDGET_MS,
   IDLE_TASK_WAIT_MS,
@@ -19,6 +20,7 @@ import {
 import { JobSetupError, PserverOutageError } from './errors.js';
 import { MinibatchReader, type ChunkSource } from './minibatch-reader.js';
 import { QuorumMembership } from './quorum-membership.js';
+import { TaskAhead, TaskCountdown, type AheadPull, type HeldTask } from './task-ahead.js';
 import { TaskLease } from './task-lease.js';
 import { StepPhases } from './step-phases.js';
 import type { TrainerMetrics } from './trainer-metrics.js';
@@ -67,6 +69,8 @@ export interface JobTrainerDeps {
   fullJobRetryMs?: number;
   /** Shortest pause between renewals of a task's claim. */
   claimRenewMinMs?: number;
+  /** How long before the task in hand is expected to end the next one is claimed (`CLAIM_AHEAD_MS`). */
+  claimAheadMs?: number;
   /**
    * Asked when the job has its share of trainers at work: true returns `full` (the trainer
    * serves another job), false waits and asks the master again.
@@ -86,9 +90,12 @@ export type JobRunEnd = 'stopped' | 'preempted' | 'full';
  * the current parameters), then pulls, trains and reports tasks one at a time. It joins the
  * sync quorum while it holds a task (counted from the next version, with a heartbeat) and
  * leaves it when no task came for a while or the job has `trainers.max` trainers at work. The
- * claim of the task in hand is renewed while the trainer works on it. On stop the current task
- * is dropped; on preemption the current minibatch is finished and the task handed back.
- * Everything is released before it returns.
+ * claim of the task in hand is renewed while the trainer works on it. The next task is claimed,
+ * and its first chunk read, while the task in hand trains its last minibatches, and a task's
+ * `done` report goes out while the next one trains, so a trainer does not wait for the master
+ * between tasks. On stop the current task is dropped; on preemption the current minibatch is
+ * finished and the task handed back, and so is a task claimed ahead. Everything is released
+ * before it returns.
  */
 export class JobTrainer {
   private readonly idleTaskWaitMs: number;
@@ -115,6 +122,12 @@ export class JobTrainer {
     const learner = this.deps.createLearner(spec);
     let pservers: PserverConnection | undefined;
     let membership: QuorumMembership | undefined;
+    /** The next task, claimed while the one in hand ends. */
+    let ahead: TaskAhead | undefined;
+    /** The minibatches left of the task in hand, which says when to claim ahead. */
+    let countdown: TaskCountdown | undefined;
+    /** The `done` report of the last task, still on its way. */
+    let reporting: Promise<JobRunEnd | undefined> | undefined;
     try {
       const shuffle = shuffleSettings(jobId, spec.training);
       let initial: Awaited<ReturnType<Learner['getParams']>>;
@@ -160,7 +173,10 @@ export class JobTrainer {
         clipping: { clipNorm: spec.optimizer.clipNorm, clipValue: spec.optimizer.clipValue },
         pullWaitMs: this.deps.pullWaitMs,
         outageBudgetMs: this.deps.pserverOutageBudgetMs,
-        onMinibatch: (samples, versions) => reporter.minibatch(samples, versions),
+        onMinibatch: (samples, versions) => {
+          reporter.minibatch(samples, versions);
+          countdown?.minibatch(samples);
+        },
         phases: reporter.phases,
         onWait: (message) => logger.log(`job ${jobId}: ${message}`),
         onReconnect: async () => {
@@ -179,8 +195,14 @@ export class JobTrainer {
       for (;;) {
         if (signals.stop.aborted) return 'stopped';
         if (signals.preempt.aborted) return 'preempted';
-        const pulled = await this.deps.master.pullTask(jobId, { timeoutMs: this.idleTaskWaitMs, signal: either });
-        if (pulled.kind === 'none') {
+        const early = await ahead?.take();
+        ahead = undefined;
+        const pulled: AheadPull | { task: ClaimedTask; lease?: undefined } =
+          early ??
+          (await this.deps.master
+            .pullTask(jobId, { timeoutMs: this.idleTaskWaitMs, signal: either })
+            .then((p) => (p.kind === 'claimed' ? { task: p.task, lease: undefined } : p)));
+        if ('kind' in pulled) {
           // Stopped or preempted: the loop ends above, and leaving happens on the way out.
           if (pulled.reason === 'aborted') continue;
           if (quorum.isJoined) {
@@ -206,6 +228,11 @@ export class JobTrainer {
           continue;
         }
         const task = pulled.task;
+        if (pulled.lease?.lost.aborted) {
+          // Claimed ahead, and re-queued by the master before its turn came: nothing to report.
+          logger.log(`job ${jobId} task ${task.taskId} (epoch ${task.epoch}): claimed ahead, then re-queued`);
+          continue;
+        }
         if (full) {
           full = false;
           logger.log(`job ${jobId}: admitted`);
@@ -215,18 +242,25 @@ export class JobTrainer {
             await quorum.join();
           } catch (err) {
             // Not the task's fault: it goes back to the master at once, uncounted.
-            await this.deps.master
-              .handBack(task, { signal: signals.stop, budgetMs: this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS })
-              .catch(() => undefined);
+            pulled.lease?.end();
+            await this.handBackUnstarted(task, signals);
             throw err;
           }
         }
-        const lease = new TaskLease(this.deps.master, task, {
-          minRenewMs: this.deps.claimRenewMinMs,
-          onLost: (reason) =>
-            logger.warn(`job ${jobId} task ${task.taskId} (epoch ${task.epoch}): no longer ours (${reason})`),
-        });
+        const lease = pulled.lease ?? this.lease(task);
         reporter.startTask(task);
+        // Claimed near this task's end, so the next one is ready when this one is done.
+        countdown = new TaskCountdown(task, spec.training.batchSize, this.deps.claimAheadMs ?? CLAIM_AHEAD_MS, () => {
+          ahead = new TaskAhead({
+            pull: (signal) =>
+              this.deps.master.pullTask(jobId, {
+                timeoutMs: this.idleTaskWaitMs,
+                signal: AbortSignal.any([either, signal]),
+              }),
+            lease: (next) => this.lease(next),
+            onClaimed: (next) => reader.readAhead(next),
+          });
+        });
         let outcome: TaskOutcome;
         try {
           outcome = await loop.runTask(task, reader, {
@@ -235,14 +269,27 @@ export class JobTrainer {
           });
         } finally {
           lease.end();
+          countdown = undefined;
         }
-        const end = await this.settle(task, outcome, signals, settleSignal);
+        // The reports go out in order: each waits for the one before it.
+        const before = reporting;
+        reporting = undefined;
+        if (outcome.kind === 'done') {
+          // Reported while the next task trains; a report that fails is seen at the next one.
+          const report = (async () => (await before) ?? this.settle(task, outcome, signals, settleSignal))();
+          report.catch(() => undefined);
+          reporting = report;
+          continue;
+        }
+        const end = (await before) ?? (await this.settle(task, outcome, signals, settleSignal));
         if (end !== undefined) return end;
       }
     } catch (err) {
       if (err instanceof InterruptedError) return signals.preempt.aborted ? 'preempted' : 'stopped';
       throw err;
     } finally {
+      await this.releaseAhead(ahead, signals);
+      await reporting?.catch((err: Error) => logger.warn(`job ${jobId}: reporting a task failed: ${err.message}`));
       if (membership !== undefined) {
         await membership
           .leave()
@@ -252,6 +299,44 @@ export class JobTrainer {
       learner.shutdown();
       this.deps.status?.({ state: 'idle', jobId: undefined, taskId: undefined, samplesPerSecond: 0 });
     }
+  }
+
+  /** Renews a claimed task's claim while it is this trainer's. */
+  private lease(task: ClaimedTask): TaskLease {
+    return new TaskLease(this.deps.master, task, {
+      minRenewMs: this.deps.claimRenewMinMs,
+      onLost: (reason) =>
+        this.deps.logger.warn(
+          `job ${task.jobId} task ${task.taskId} (epoch ${task.epoch}): no longer ours (${reason})`,
+        ),
+    });
+  }
+
+  /** Hands a task that did not start back to the master, uncounted, within the hand-back budget. */
+  private async handBackUnstarted(task: ClaimedTask, signals: TaskSignals): Promise<void> {
+    await this.deps.master
+      .handBack(task, { signal: signals.stop, budgetMs: this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS })
+      .catch(() => undefined);
+  }
+
+  /**
+   * Gives up a task claim made ahead: a pull on its way stops, and a task it claimed goes back to
+   * the master uncounted (unless the job stopped, when there is nothing left to hand it to).
+   */
+  private async releaseAhead(ahead: TaskAhead | undefined, signals: TaskSignals): Promise<void> {
+    if (ahead === undefined) return;
+    const release = async (held: HeldTask | undefined): Promise<void> => {
+      if (held === undefined) return;
+      held.lease.end();
+      if (signals.stop.aborted) return;
+      this.deps.logger.log(
+        `job ${held.task.jobId} task ${held.task.taskId} (epoch ${held.task.epoch}): claimed ahead; handing it back`,
+      );
+      await this.handBackUnstarted(held.task, signals);
+    };
+    // A stopped job waits for nothing; the pull ends on its own within its wait.
+    if (signals.stop.aborted) void ahead.cancel().then(release);
+    else await release(await ahead.cancel());
   }
 
   /**

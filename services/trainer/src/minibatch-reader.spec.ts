@@ -192,6 +192,53 @@ describe('minibatch reader', () => {
     }
   });
 
+  it('minibatch reader - a first chunk read ahead is used once, by the task that starts with it', async () => {
+    for (const shuffle of [undefined, { seed: 3 }]) {
+      const { chunks, readChunk } = fakeChunks([3, 2, 4]);
+      const asked: number[] = [];
+      const reader = new MinibatchReader({
+        batchSize: 2,
+        layout: LAYOUT,
+        shuffle,
+        readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
+      });
+      const expected = await labelOrder(new MinibatchReader({ batchSize: 2, layout: LAYOUT, shuffle, readChunk }), [
+        chunks[1]!,
+        chunks[2]!,
+      ]);
+
+      // Read before the task starts, and not read again when it does; same minibatches as without.
+      reader.readAhead({ chunks: [chunks[1]!, chunks[2]!] });
+      expect(asked).toEqual([100]);
+      expect(await labelOrder(reader, [chunks[1]!, chunks[2]!])).toEqual(expected);
+      expect(asked).toEqual([100, 200]);
+
+      // Used once: the same task again reads its chunk again.
+      await labelOrder(reader, [chunks[1]!]);
+      expect(asked).toEqual([100, 200, 100]);
+
+      // A read ahead for another task is dropped by the task that comes instead.
+      reader.readAhead({ chunks: [chunks[2]!] });
+      expect((await labelOrder(reader, [chunks[0]!])).sort((a, b) => a - b)).toEqual([0, 1, 2]);
+      await labelOrder(reader, [chunks[2]!]);
+      expect(asked).toEqual([100, 200, 100, 200, 0, 200]);
+    }
+  });
+
+  it('minibatch reader - a read ahead that fails is reported when its task reaches the chunk', async () => {
+    const reader = new MinibatchReader({
+      batchSize: 2,
+      layout: LAYOUT,
+      readChunk: async () => {
+        throw new Error('EIO: i/o error');
+      },
+    });
+    const chunk = { file: '/data/x.recordio', offset: 64, numRecords: 1 };
+    reader.readAhead({ chunks: [chunk] });
+    await new Promise((r) => setImmediate(r));
+    await expect(collect(reader, [chunk])).rejects.toThrow('/data/x.recordio: chunk at byte 64: EIO: i/o error');
+  });
+
   it('minibatch reader - a chunk that cannot be read is named by file and offset', async () => {
     const reader = new MinibatchReader({
       batchSize: 2,

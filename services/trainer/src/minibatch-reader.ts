@@ -57,6 +57,10 @@ export function concatBatches(a: Batch, b: Batch): Batch {
   return { features, labels, size: a.size + b.size };
 }
 
+function sameChunk(a: TaskChunk, b: TaskChunk): boolean {
+  return a.file === b.file && a.offset === b.offset && a.numRecords === b.numRecords;
+}
+
 /** `examples` as one batch, in that order, in new arrays. */
 function batchOf(examples: readonly Example[], perExample: number, labelDtype: RecordLayout['labelDtype']): Batch {
   const features = new Float32Array(examples.length * perExample);
@@ -76,13 +80,16 @@ function batchOf(examples: readonly Example[], perExample: number, labelDtype: R
  * task message); the buffer holds copies of its decoded examples, so memory is the buffer plus
  * the chunk in use and the one read ahead. The order is drawn from the job seed, the epoch and
  * the task id, so every trainer that reads the task in that epoch gets the same minibatches.
- * Chunks are decoded whole, one ahead of the one in use (see `decodedChunks`), so a bad chunk is
- * named by its file and offset (`TaskDataError`, or the RecordIO error itself).
+ * Chunks are decoded whole, one ahead of the one in use (see `decodedChunks`; the next task's
+ * first chunk can be read before that task starts, see `readAhead`), so a bad chunk is named by
+ * its file and offset (`TaskDataError`, or the RecordIO error itself).
  */
 export class MinibatchReader {
   private readonly readChunk: ChunkSource;
   private readonly decode: RecordDecoder;
   private readonly perExample: number;
+  /** The first chunk of the task that comes next, read ahead (`readAhead`). */
+  private early: { chunk: TaskChunk; read: Promise<Batch | undefined> } | undefined;
 
   constructor(private readonly options: MinibatchReaderOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
@@ -91,6 +98,20 @@ export class MinibatchReader {
     this.readChunk = options.readChunk ?? readChunkAt;
     this.decode = options.decode ?? decodeBatch;
     this.perExample = options.layout.featureShape.reduce((a, b) => a * b, 1);
+  }
+
+  /**
+   * Starts reading the first chunk of the task that comes next, while the task in hand still
+   * trains, so that the next task's first minibatch does not wait on the disk. `batches` uses the
+   * read when that task's first chunk is the same one, and drops it otherwise; only the latest
+   * read ahead is kept. A read that fails is reported when the chunk is reached.
+   */
+  readAhead(task: Pick<TaskData, 'chunks'>): void {
+    const chunk = task.chunks[0];
+    if (chunk === undefined) return;
+    const read = this.readDecoded(chunk);
+    read.catch(() => undefined);
+    this.early = { chunk, read };
   }
 
   /** The minibatches of a task. */
@@ -159,8 +180,11 @@ export class MinibatchReader {
    * is reported when its chunk is reached.
    */
   private async *decodedChunks(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
+    const early = this.early;
+    this.early = undefined;
     const readAhead = (i: number): Promise<Batch | undefined> | undefined => {
       if (i >= chunks.length) return undefined;
+      if (i === 0 && early !== undefined && sameChunk(early.chunk, chunks[0]!)) return early.read;
       const read = this.readDecoded(chunks[i]!);
       read.catch(() => undefined);
       return read;
