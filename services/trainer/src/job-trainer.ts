@@ -69,7 +69,10 @@ export interface JobTrainerDeps {
   fullJobRetryMs?: number;
   /** Shortest pause between renewals of a task's claim. */
   claimRenewMinMs?: number;
-  /** How long before the task in hand is expected to end the next one is claimed (`CLAIM_AHEAD_MS`). */
+  /**
+   * How long before the task in hand is expected to end the next one is claimed (`CLAIM_AHEAD_MS`);
+   * 0 claims it during the last minibatch only.
+   */
   claimAheadMs?: number;
   /**
    * Asked when the job has its share of trainers at work: true returns `full` (the trainer

@@ -9,6 +9,7 @@ import {
 import { BACKEND_CHOICES, type BackendChoice } from '#libs/learner';
 import { KERNEL_CHOICES, KERNELS_ENV_VAR, type KernelChoice } from '#libs/wasm-simd';
 import {
+  CLAIM_AHEAD_MS,
   IDLE_TASK_WAIT_MS,
   PROGRESS_LOG_INTERVAL_MS,
   PSERVER_OUTAGE_BUDGET_MS,
@@ -22,6 +23,11 @@ export interface TrainerConfig extends PserverTlsConfig, Pick<PathRootsConfig, '
   backend: 'auto' | BackendChoice;
   /** How long to wait for a task before leaving the sync quorum as idle (`TRAINER_IDLE_WAIT_MS`). */
   idleTaskWaitMs: number;
+  /**
+   * How long before the task in hand is expected to end the next one is claimed and its first
+   * chunk read (`TRAINER_CLAIM_AHEAD_MS`); 0 claims it during the last minibatch only.
+   */
+  claimAheadMs: number;
   /** How often a progress line is logged while training (`TRAINER_PROGRESS_INTERVAL_MS`). */
   progressLogIntervalMs: number;
   /**
@@ -53,6 +59,7 @@ export interface TrainerConfig extends PserverTlsConfig, Pick<PathRootsConfig, '
 export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
   backend: ['TRIBUTARY_BACKEND', env.oneOf(['auto', ...BACKEND_CHOICES] as const, { default: 'auto' })],
   idleTaskWaitMs: ['TRAINER_IDLE_WAIT_MS', env.int({ default: IDLE_TASK_WAIT_MS, min: 100, max: 60_000 })],
+  claimAheadMs: ['TRAINER_CLAIM_AHEAD_MS', env.int({ default: CLAIM_AHEAD_MS, min: 0, max: 600_000 })],
   progressLogIntervalMs: [
     'TRAINER_PROGRESS_INTERVAL_MS',
     env.int({ default: PROGRESS_LOG_INTERVAL_MS, min: 1_000, max: 3_600_000 }),

@@ -52,6 +52,7 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       jsReplicas: 1,
       backend,
       idleTaskWaitMs: 1_000,
+      claimAheadMs: 100,
       progressLogIntervalMs: 10_000,
       pserverOutageBudgetMs: 60_000,
       quorumHeartbeatMs: 2_000,

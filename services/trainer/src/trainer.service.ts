@@ -118,6 +118,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       status: (patch) => beacon.update(patch),
       metrics,
       idleTaskWaitMs: this.config.idleTaskWaitMs,
+      claimAheadMs: this.config.claimAheadMs,
       progressLogIntervalMs: this.config.progressLogIntervalMs,
       pserverOutageBudgetMs: this.config.pserverOutageBudgetMs,
       quorumHeartbeatMs: this.config.quorumHeartbeatMs,
