@@ -86,6 +86,38 @@ describe('task queue', () => {
     expect(queue.report({ ...d0!, trainerId: 't1', outcome: 'done' }).result).toEqual({ ok: true, counted: false });
   });
 
+  test('task queue - a gone trainer: its first claim counts the timeout, a task it claimed ahead returns without one', () => {
+    for (const renewFirst of [false, true]) {
+      const { queue, clock } = setup(4);
+      const [d0, d1, d2] = queue.dispatch(3).result;
+      queue.claim({ ...d0!, trainerId: 't1' });
+      queue.claim({ ...d2!, trainerId: 't2' });
+      clock.advance(100);
+      // Claimed ahead while t1 works on task 0.
+      queue.claim({ ...d1!, trainerId: 't1' });
+      clock.advance(500);
+      // Renewed last, the task in hand may be the later of the two deadlines: it still counts.
+      if (renewFirst) queue.claim({ ...d0!, trainerId: 't1' });
+      queue.claim({ ...d2!, trainerId: 't2' });
+      clock.advance(500);
+      const t = queue.expire();
+      // Tasks past their deadline: both, or only the one claimed ahead when the other was renewed.
+      expect(t.result).toBe(renewFirst ? 1 : 2);
+      expect(queue.task(0)).toMatchObject({ status: 'todo', failures: 1, lastError: 'timeout' });
+      expect(queue.task(1)).toMatchObject({ status: 'todo', failures: 0 });
+      expect(queue.task(1)).not.toHaveProperty('claimedBy');
+      expect(queue.task(2)).toMatchObject({ status: 'pending', claimedBy: 't2' });
+      expect(t.events).toEqual([
+        expect.objectContaining({ type: 'task-retried', taskId: 0, failures: 1, error: 'timeout' }),
+      ]);
+      expect(t.change?.tasks.map((x) => x.taskId).sort()).toEqual([0, 1]);
+      // Nothing of t1's is left to time out later.
+      clock.advance(2_000);
+      queue.claim({ ...d2!, trainerId: 't2' });
+      expect(queue.expire().result).toBe(0);
+    }
+  });
+
   test('task queue - an unclaimed dispatch past its deadline returns to todo without a failure', () => {
     const { queue, clock } = setup(1);
     queue.dispatch(1);

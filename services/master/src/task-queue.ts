@@ -414,10 +414,12 @@ export class TaskQueue {
   }
 
   /**
-   * Scans deadlines. A claimed task past its deadline counts a failure (event task-retried with
-   * error `timeout`, or task-discarded); a dispatched task nobody claimed in time (its message
-   * was lost, or its puller died before claiming) goes back to todo with no failure. Also stops
-   * the job once `maxSeconds` passed. The epoch may end here.
+   * Scans deadlines. A claimed task past its deadline means its trainer is gone (a live trainer
+   * renews every claim it holds): the task it claimed first, the one it was working on, counts a
+   * failure (event task-retried with error `timeout`, or task-discarded), and the others it held,
+   * claimed ahead and never started, go back to todo at once with no failure. A dispatched task
+   * nobody claimed in time (its message was lost, or its puller died before claiming) goes back
+   * to todo with no failure. Also stops the job once `maxSeconds` passed. The epoch may end here.
    */
   expire(): Transition<number> {
     if (this.s.state !== 'running') return { result: 0, change: null, events: [] };
@@ -425,6 +427,7 @@ export class TaskQueue {
     const change: QueueChange = { job: {}, tasks: [] };
     const events: JobEventInput[] = [];
     let expired = 0;
+    const gone = new Set<string>();
     for (const t of this.s.tasks) {
       if (t.status !== 'pending' || t.deadline === undefined || t.deadline > now) continue;
       expired += 1;
@@ -433,7 +436,19 @@ export class TaskQueue {
         this.s.tasks[t.taskId] = back;
         change.tasks.push(back);
       } else {
-        change.tasks.push(this.fail(t, TIMEOUT_ERROR, events));
+        gone.add(t.claimedBy);
+      }
+    }
+    for (const trainerId of gone) {
+      const held = this.s.tasks
+        .filter((t) => t.status === 'pending' && t.claimedBy === trainerId)
+        .sort((a, b) => (a.claimedAt ?? 0) - (b.claimedAt ?? 0) || a.taskId - b.taskId);
+      const [working, ...ahead] = held;
+      change.tasks.push(this.fail(working!, TIMEOUT_ERROR, events));
+      for (const t of ahead) {
+        const back = settled(t, 'todo');
+        this.s.tasks[t.taskId] = back;
+        change.tasks.push(back);
       }
     }
     const outOfTime = timeBudgetSpent(this.options, this.s.startedAt, now);
