@@ -200,11 +200,11 @@ export class JobTrainer {
         if (signals.preempt.aborted) return 'preempted';
         const early = await ahead?.take();
         ahead = undefined;
-        const pulled: AheadPull | { task: ClaimedTask; lease?: undefined } =
+        const pulled: AheadPull =
           early ??
           (await this.deps.master
             .pullTask(jobId, { timeoutMs: this.idleTaskWaitMs, signal: either })
-            .then((p) => (p.kind === 'claimed' ? { task: p.task, lease: undefined } : p)));
+            .then((p) => (p.kind === 'claimed' ? { task: p.task, lease: this.lease(p.task) } : p)));
         if ('kind' in pulled) {
           // Stopped or preempted: the loop ends above, and leaving happens on the way out.
           if (pulled.reason === 'aborted') continue;
@@ -231,7 +231,8 @@ export class JobTrainer {
           continue;
         }
         const task = pulled.task;
-        if (pulled.lease?.lost.aborted) {
+        const lease = pulled.lease;
+        if (lease.lost.aborted) {
           // Claimed ahead, and re-queued by the master before its turn came: nothing to report.
           logger.log(`job ${jobId} task ${task.taskId} (epoch ${task.epoch}): claimed ahead, then re-queued`);
           continue;
@@ -245,12 +246,11 @@ export class JobTrainer {
             await quorum.join();
           } catch (err) {
             // Not the task's fault: it goes back to the master at once, uncounted.
-            pulled.lease?.end();
+            lease.end();
             await this.handBackUnstarted(task, signals);
             throw err;
           }
         }
-        const lease = pulled.lease ?? this.lease(task);
         reporter.startTask(task);
         // Claimed near this task's end, so the next one is ready when this one is done.
         countdown = new TaskCountdown(task, spec.training.batchSize, this.deps.claimAheadMs ?? CLAIM_AHEAD_MS, () => {
