@@ -81,7 +81,9 @@ describe('master client (real NATS)', () => {
           const claim = decodeJsonObject(msg.subject, msg.data);
           claims.push(claim);
           const ok = current.get(claim['taskId'] as number) === claim['dispatchId'];
-          msg.respond(encodeJson(ok ? { ok: true, deadlineMs: 12345 } : { ok: false, reason: 'stale' }));
+          msg.respond(
+            encodeJson(ok ? { ok: true, deadlineMs: 12345, leaseMs: 10_000 } : { ok: false, reason: 'stale' }),
+          );
         },
       }),
     );
@@ -100,7 +102,7 @@ describe('master client (real NATS)', () => {
 
     const claimed = await client.nextTask(JOB, { timeoutMs: 5000 });
 
-    expect(claimed).toEqual({ ...task(2, 'd-new'), deadlineMs: 12345 });
+    expect(claimed).toEqual({ ...task(2, 'd-new'), deadlineMs: 12345, leaseMs: 10_000 });
     expect(claims.map((c) => c['dispatchId'])).toEqual(['d-old', 'd-new']);
     expect(claims[1]).toMatchObject({ jobId: JOB, taskId: 2, epoch: 0, trainerId: 'trainer-a' });
     expect(logger.lines.filter((l) => l.startsWith('skipping task message'))).toHaveLength(2);
@@ -179,7 +181,7 @@ describe('master client (real NATS)', () => {
     const current = new Map([[8, 'd8']]);
     const { claims } = respondToClaims(current);
     const client = new MasterClient(nc, 'trainer-a', { logger: recordingLogger() });
-    await expect(client.renewClaim(task(8, 'd8'))).resolves.toEqual({ ok: true, deadlineMs: 12345 });
+    await expect(client.renewClaim(task(8, 'd8'))).resolves.toEqual({ ok: true, deadlineMs: 12345, leaseMs: 10_000 });
     current.set(8, 'd9');
     await expect(client.renewClaim(task(8, 'd8'))).resolves.toEqual({ ok: false, reason: 'stale' });
     expect(claims.map((c) => c['trainerId'])).toEqual(['trainer-a', 'trainer-a']);

@@ -35,9 +35,13 @@ import { watchJobRecords, type JobWatch } from './job-watch.js';
 import { requestUntilReply } from './request-retry.js';
 import { parseTaskMessage } from './task-message.js';
 
-/** A task this trainer pulled and the master granted it, until `deadlineMs` (epoch ms). */
+/**
+ * A task this trainer pulled and the master granted it, until `deadlineMs` (epoch ms, by the
+ * master's clock): for `leaseMs` unless the claim is renewed before.
+ */
 export interface ClaimedTask extends TaskMessage {
   deadlineMs: number;
+  leaseMs: number;
 }
 
 /** Options of a `MasterClient`. */
@@ -178,7 +182,7 @@ export class MasterClient {
         }
         return none('unreachable');
       }
-      if (reply.ok) return { kind: 'claimed', task: { ...task, deadlineMs: reply.deadlineMs } };
+      if (reply.ok) return { kind: 'claimed', task: { ...task, deadlineMs: reply.deadlineMs, leaseMs: reply.leaseMs } };
       if (reply.reason !== 'stale') {
         this.logger.log(`claim of task ${task.taskId} of job ${jobId} refused: ${reply.reason}`);
         return none(reply.reason);
@@ -376,8 +380,12 @@ export class MasterClient {
     }
     try {
       const obj = decodeJsonObject(subject, data);
-      if (obj['ok'] === true && typeof obj['deadlineMs'] === 'number')
-        return { ok: true, deadlineMs: obj['deadlineMs'] };
+      if (obj['ok'] === true && typeof obj['deadlineMs'] === 'number') {
+        const deadlineMs = obj['deadlineMs'];
+        // A master that does not say its lease (an older one) granted the claim until its deadline.
+        const leaseMs = typeof obj['leaseMs'] === 'number' ? obj['leaseMs'] : Math.max(0, deadlineMs - Date.now());
+        return { ok: true, deadlineMs, leaseMs };
+      }
       if (obj['ok'] === false && typeof obj['reason'] === 'string' && CLAIM_REFUSALS.has(obj['reason'])) {
         return { ok: false, reason: obj['reason'] as 'stale' | 'stopped' | 'full' };
       }

@@ -193,10 +193,13 @@ export interface TaskClaim {
 }
 
 /**
- * The master's answer to a claim: the task is the trainer's until `deadlineMs` (epoch ms), or it
- * is refused: `stale` (re-dispatched or done), `stopped` (the job stopped), `full` (enough trainers).
+ * The master's answer to a claim: the task is the trainer's until `deadlineMs` (epoch ms, by the
+ * master's clock), that is for `leaseMs` from the claim unless the trainer claims it again
+ * (renews it) before; or it is refused: `stale` (re-dispatched or done), `stopped` (the job
+ * stopped), `full` (enough trainers).
  */
-export type TaskClaimReply = { ok: true; deadlineMs: number } | { ok: false; reason: 'stale' | 'stopped' | 'full' };
+export type TaskClaimReply =
+  { ok: true; deadlineMs: number; leaseMs: number } | { ok: false; reason: 'stale' | 'stopped' | 'full' };
 
 /** The master's answer to a `TaskReport`; `counted` is false for a report it ignored. */
 export interface TaskReportReply {

@@ -12,19 +12,26 @@ import type {
   TaskReportReply,
 } from '#libs/messaging';
 import type { JobChannels } from './job-channels.js';
+import type { MasterConfig } from './master-config.js';
 import { jobListEntry, jobRecord, jobState, jobStatus } from './job-status.js';
 import type { PlannedTask } from './task-plan.js';
 import { TaskQueue, type Dispatch, type TaskQueueOptions, type Transition } from './task-queue.js';
 
+/** The master's settings a job's queue takes. */
+export type QueueSettings = Pick<MasterConfig, 'durationWindow'> &
+  Partial<Pick<MasterConfig, 'maxJobFaults' | 'claimLeaseMs'>>;
+
 /**
- * The queue limits a job spec sets, and its task order.
+ * The queue limits a job spec and the master's settings set, and its task order.
  * @throws MissingSeedError when the spec shuffles but has no seed (the intake always sets one).
  */
-export function queueOptions(spec: JobSpec, durationWindow: number, maxJobFaults?: number): TaskQueueOptions {
+export function queueOptions(spec: JobSpec, settings: QueueSettings): TaskQueueOptions {
+  const { durationWindow, maxJobFaults, claimLeaseMs } = settings;
   const options: TaskQueueOptions = {
     maxTaskFailures: spec.training.maxTaskFailures,
     failBarrenEpochs: true,
     ...(maxJobFaults !== undefined ? { maxJobFaults } : {}),
+    ...(claimLeaseMs !== undefined ? { claimLeaseMs } : {}),
     timeout: { ...spec.training.taskTimeout, window: durationWindow },
     maxTrainers: spec.trainers.max,
   };

@@ -132,7 +132,7 @@ export class JobIntake implements LeaderDuty {
     const plan = planTasks(index.chunks, spec.training.chunksPerTask);
     const queue = TaskQueue.create(
       { jobId, runId: randomBytes(4).toString('hex'), taskCount: plan.length, startedAt: Date.now() },
-      queueOptions(spec, this.settings.durationWindow, this.settings.maxJobFaults),
+      queueOptions(spec, this.settings),
     );
     const job: StoredJob = { spec, plan, submitSeq: msg.seq, queue: queue.snapshot() };
     // Messages an earlier job of the same id left in the tasks stream must not reach trainers.

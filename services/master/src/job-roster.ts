@@ -102,7 +102,7 @@ export class JobRoster implements LeaderDuty {
 
   /** Starts driving a stored job (replacing the driver of an earlier job of the same id). */
   private launch(job: StoredJob): JobDriver {
-    const options = queueOptions(job.spec, this.settings.durationWindow, this.settings.maxJobFaults);
+    const options = queueOptions(job.spec, this.settings);
     const queue = TaskQueue.restore(job.queue, options);
     const driver = new JobDriver(job.spec, job.plan, queue, this.channels, options, this.fence);
     driver.onTaskDone = (durationMs) => this.onTaskDone?.(driver.jobId, durationMs);

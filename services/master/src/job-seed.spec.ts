@@ -22,8 +22,8 @@ describe('job seed', () => {
   });
 
   test('job seed - the queue shuffles with the job seed unless shuffle is false', () => {
-    expect(queueOptions(spec({ seed: 3 }), 20).shuffleSeed).toBe(3);
-    expect(queueOptions(spec({ seed: 3, shuffle: false }), 20)).not.toHaveProperty('shuffleSeed');
-    expect(() => queueOptions(spec({}), 20)).toThrow(MissingSeedError);
+    expect(queueOptions(spec({ seed: 3 }), { durationWindow: 20 }).shuffleSeed).toBe(3);
+    expect(queueOptions(spec({ seed: 3, shuffle: false }), { durationWindow: 20 })).not.toHaveProperty('shuffleSeed');
+    expect(() => queueOptions(spec({}), { durationWindow: 20 })).toThrow(MissingSeedError);
   });
 });

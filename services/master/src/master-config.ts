@@ -2,7 +2,7 @@ import { PATH_ROOTS_CONFIG, env, type EnvSpec, type PathRootsConfig } from '#lib
 import { totalmem } from 'node:os';
 import { LEASE_TTL_MS } from './leader-lease.js';
 import { MAX_JOB_FAULTS } from './task-queue.js';
-import { TASK_DURATION_WINDOW } from './task-timeout.js';
+import { CLAIM_LEASE_MS, TASK_DURATION_WINDOW } from './task-timeout.js';
 
 /** How often the dispatch loop scans deadlines, counts trainers and refills dispatch windows. */
 export const DISPATCH_TICK_MS = 500;
@@ -30,6 +30,12 @@ export interface MasterConfig extends PathRootsConfig {
   tickMs: number;
   /** Recent task durations averaged into the task timeout (`MASTER_TASK_DURATION_WINDOW`). */
   durationWindow: number;
+  /**
+   * How long a trainer's claim on a task holds unless renewed (`MASTER_CLAIM_LEASE_MS`): a dead
+   * trainer's tasks go back this long after its last renewal (or after the task timeout, when
+   * shorter); a live trainer renews every third of it.
+   */
+  claimLeaseMs: number;
   /**
    * Leader lease TTL in milliseconds (`MASTER_LEASE_TTL_MS`): a standby takes over at most this
    * long after the leader died; the leader renews every third of it.
@@ -59,6 +65,7 @@ export const MASTER_CONFIG: EnvSpec<MasterConfig> = {
   keyPrefix: ['MASTER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
   tickMs: ['MASTER_TICK_MS', env.int({ default: DISPATCH_TICK_MS, min: 10, max: 60_000 })],
   durationWindow: ['MASTER_TASK_DURATION_WINDOW', env.int({ default: TASK_DURATION_WINDOW, min: 1, max: 10_000 })],
+  claimLeaseMs: ['MASTER_CLAIM_LEASE_MS', env.int({ default: CLAIM_LEASE_MS, min: 3_000, max: 3_600_000 })],
   leaseTtlMs: ['MASTER_LEASE_TTL_MS', env.int({ default: LEASE_TTL_MS, min: 300, max: 600_000 })],
   retentionHours: ['JOB_RETENTION_HOURS', env.number({ default: JOB_RETENTION_HOURS, min: 0, max: 100_000 })],
   maxJobParameters: [

@@ -45,7 +45,7 @@ describe('task queue', () => {
     const [d0] = queue.dispatch(1).result;
     clock.advance(100);
     const claim = queue.claim({ ...d0!, trainerId: 't1' });
-    expect(claim.result).toEqual({ ok: true, deadlineMs: clock.now() + 1000 });
+    expect(claim.result).toEqual({ ok: true, deadlineMs: clock.now() + 1000, leaseMs: 1000 });
     clock.advance(2000);
     queue.report({ ...d0!, trainerId: 't1', outcome: 'done', samples: 10 });
     expect(queue.timeoutMs()).toBe(6000);
@@ -59,7 +59,7 @@ describe('task queue', () => {
     const firstClaim = clock.now();
     clock.advance(900);
     const renewal = queue.claim({ ...d0!, trainerId: 't1' });
-    expect(renewal.result).toEqual({ ok: true, deadlineMs: clock.now() + 1000 });
+    expect(renewal.result).toEqual({ ok: true, deadlineMs: clock.now() + 1000, leaseMs: 1000 });
     expect(renewal.change?.tasks[0]).toMatchObject({ claimedAt: firstClaim, deadline: clock.now() + 1000 });
     clock.advance(900);
     expect(queue.expire().result).toBe(0);
@@ -315,6 +315,37 @@ describe('task queue', () => {
     const restored = TaskQueue.restore(queue.snapshot(), OPTIONS, clock.now);
     expect(restored.expire().result).toBe(0);
     expect(restored.task(0)?.deadline).toBe(clock.now() + 1000);
+  });
+
+  test('task queue - a claim holds for the claim lease when the task timeout is longer; a dispatch for the timeout', () => {
+    const options = { timeout: { floorMs: 30_000, multiplier: 3, window: 20 }, claimLeaseMs: 5_000 };
+    const { queue, clock } = setup(3, options);
+    const [d0, d1] = queue.dispatch(3).result;
+    expect(d0!.deadline).toBe(clock.now() + 30_000);
+    expect(queue.claim({ ...d0!, trainerId: 't1' }).result).toEqual({
+      ok: true,
+      deadlineMs: clock.now() + 5_000,
+      leaseMs: 5_000,
+    });
+    queue.claim({ ...d1!, trainerId: 't2' });
+    clock.advance(4_000);
+    // t1 renews; t2 is gone.
+    queue.claim({ ...d0!, trainerId: 't1' });
+    clock.advance(1_500);
+    expect(queue.expire().result).toBe(1);
+    expect(queue.task(0)).toMatchObject({ status: 'pending', claimedBy: 't1' });
+    expect(queue.task(1)).toMatchObject({ status: 'todo', failures: 1, lastError: 'timeout' });
+    expect(queue.task(2)).toMatchObject({ status: 'pending' });
+
+    // After a failover the claimed task gets one lease, the unclaimed one a whole timeout.
+    clock.advance(60_000);
+    const restored = TaskQueue.restore(queue.snapshot(), { ...OPTIONS, ...options }, clock.now);
+    expect(restored.task(0)?.deadline).toBe(clock.now() + 5_000);
+    expect(restored.task(2)?.deadline).toBe(clock.now() + 30_000);
+    clock.advance(5_001);
+    expect(restored.expire().result).toBe(1);
+    expect(restored.task(0)).toMatchObject({ status: 'todo', failures: 1, lastError: 'timeout' });
+    expect(restored.task(2)).toMatchObject({ status: 'pending' });
   });
 
   test('task queue - without shuffleSeed every epoch hands its tasks out by id', () => {

@@ -10,7 +10,7 @@ import type {
 } from '#libs/messaging';
 import { epochTaskOrder } from '#libs/data-order';
 import { epochBudgetSpent, timeBudgetSpent, type JobBudget } from './job-budget.js';
-import { recordDuration, taskTimeoutMs, type TaskTimeoutPolicy } from './task-timeout.js';
+import { CLAIM_LEASE_MS, recordDuration, taskTimeoutMs, type TaskTimeoutPolicy } from './task-timeout.js';
 
 /** Epoch accounts kept in memory (and shown in status): the current one and a few before it. */
 export const KEPT_EPOCHS = 5;
@@ -116,6 +116,11 @@ export interface TaskQueueOptions extends JobBudget {
   /** A task failing (or timing out) more often than this in one epoch is discarded for the epoch. */
   maxTaskFailures: number;
   timeout: TaskTimeoutPolicy;
+  /**
+   * How long a claim holds unless renewed; default {@link CLAIM_LEASE_MS}. The task timeout caps
+   * it when shorter.
+   */
+  claimLeaseMs?: number;
   /** Most distinct trainers holding claimed tasks at once; a claim beyond is refused `full`. */
   maxTrainers?: number;
   /** Failed attempts to run the job (see `fault`) after which it fails; default {@link MAX_JOB_FAULTS}. */
@@ -207,13 +212,19 @@ export class TaskQueue {
   }
 
   /**
-   * A queue rebuilt from persisted state. Pending tasks get fresh deadlines (now + timeout): the
-   * time they spent while no master ran is not held against them.
+   * A queue rebuilt from persisted state. Pending tasks get fresh deadlines, so the time they
+   * spent while no master ran is not held against them: a claimed task one claim lease (its
+   * trainer, if alive, renews the claim with this master within it), an unclaimed one a task
+   * timeout.
    */
   static restore(snapshot: QueueSnapshot, options: TaskQueueOptions, clock: Clock = Date.now): TaskQueue {
     const queue = new TaskQueue(structuredClone(snapshot), options, clock);
-    const deadline = clock() + queue.timeoutMs();
-    queue.s.tasks = queue.s.tasks.map((t) => (t.status === 'pending' ? { ...t, deadline } : t));
+    const now = clock();
+    const claimed = now + queue.claimLeaseMs();
+    const unclaimed = now + queue.timeoutMs();
+    queue.s.tasks = queue.s.tasks.map((t) =>
+      t.status === 'pending' ? { ...t, deadline: t.claimedBy === undefined ? unclaimed : claimed } : t,
+    );
     if (!queue.s.epochs.some((e) => e.epoch === queue.s.epoch)) {
       queue.s.epochs.push({ epoch: queue.s.epoch, done: 0, discarded: 0, doneCounts: {} });
     }
@@ -272,6 +283,11 @@ export class TaskQueue {
   /** The current task timeout from the recent durations. */
   timeoutMs(): number {
     return taskTimeoutMs(this.options.timeout, this.s.durationsMs);
+  }
+
+  /** How long a claim holds unless renewed: the claim lease, or the task timeout when shorter. */
+  claimLeaseMs(): number {
+    return Math.min(this.options.claimLeaseMs ?? CLAIM_LEASE_MS, this.timeoutMs());
   }
 
   /** One task's state (a copy). */
@@ -351,8 +367,8 @@ export class TaskQueue {
 
   /**
    * A trainer claims a task message it pulled. Granted when the dispatch is current (again for
-   * the same trainer, so a retried claim or a renewal is harmless); the deadline restarts, while
-   * a renewal keeps the first claim's `claimedAt`, so the task's duration counts from it. Refused `stale`
+   * the same trainer, so a retried claim or a renewal is harmless) for one claim lease from now,
+   * while a renewal keeps the first claim's `claimedAt`, so the task's duration counts from it. Refused `stale`
    * for an old dispatch, `stopped` when the job stopped, `full` when `maxTrainers` other
    * trainers hold tasks (the task then returns to todo at once, with no failure).
    */
@@ -369,9 +385,14 @@ export class TaskQueue {
     }
     const now = this.clock();
     const claimedAt = t.claimedBy === claim.trainerId ? (t.claimedAt ?? now) : now;
-    const next: TaskState = { ...t, claimedBy: claim.trainerId, claimedAt, deadline: now + this.timeoutMs() };
+    const leaseMs = this.claimLeaseMs();
+    const next: TaskState = { ...t, claimedBy: claim.trainerId, claimedAt, deadline: now + leaseMs };
     this.s.tasks[t.taskId] = next;
-    return { result: { ok: true, deadlineMs: next.deadline! }, change: { job: {}, tasks: [next] }, events: [] };
+    return {
+      result: { ok: true, deadlineMs: next.deadline!, leaseMs },
+      change: { job: {}, tasks: [next] },
+      events: [],
+    };
   }
 
   /**

@@ -2,6 +2,14 @@
 export const TASK_DURATION_WINDOW = 20;
 
 /**
+ * How long a claim holds without being renewed, by default: a live trainer renews every third
+ * of it, so a dead one's tasks go back this long after its last renewal (as long as the
+ * parameter servers keep a silent trainer in the synchronous quorum), not after a whole task
+ * timeout.
+ */
+export const CLAIM_LEASE_MS = 10_000;
+
+/**
  * When a pending task counts as lost: `max(floorMs, multiplier x mean of the last `window`
  * task durations)`, or `floorMs` before any task finished.
  */

@@ -88,7 +88,7 @@ describe('intake redelivery', () => {
     const plan = planTasks((await indexFiles(spec.dataset.train)).chunks, spec.training.chunksPerTask);
     const queue = TaskQueue.create(
       { jobId: spec.id, runId: 'r1', taskCount: plan.length, startedAt: Date.now() },
-      queueOptions(spec, 20),
+      queueOptions(spec, { durationWindow: 20 }),
     );
     await store.create({ spec, plan, submitSeq: ack.seq, queue: queue.snapshot() });
     expect(roster.get(spec.id)).toBeUndefined();

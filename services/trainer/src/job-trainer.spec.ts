@@ -71,7 +71,11 @@ class TestMaster {
           const ok = this.current.get(`${claim['jobId']}/${claim['taskId']}`) === claim['dispatchId'];
           this.log.push(`claim ${claim['jobId']}/${claim['taskId']}`);
           for (const w of this.waiters) w();
-          m.respond(encodeJson(ok ? { ok: true, deadlineMs: Date.now() + 60_000 } : { ok: false, reason: 'stale' }));
+          m.respond(
+            encodeJson(
+              ok ? { ok: true, deadlineMs: Date.now() + 60_000, leaseMs: 60_000 } : { ok: false, reason: 'stale' },
+            ),
+          );
         },
       }),
       nc.subscribe(SUBJECTS.allTaskReports, {

@@ -133,6 +133,7 @@ function task(records: number): ClaimedTask {
     dispatchId: 'd',
     chunks: [{ file: 'f', offset: 0, numRecords: records }],
     deadlineMs: 0,
+    leaseMs: 0,
   };
 }
 

@@ -2,7 +2,7 @@ import type { ClaimedTask, TaskPull } from '#libs/master-client';
 import { TaskAhead, TaskCountdown } from './task-ahead.js';
 import { TaskLease } from './task-lease.js';
 
-const TASK: ClaimedTask = { jobId: 'j', epoch: 0, taskId: 1, dispatchId: 'd', chunks: [], deadlineMs: 0 };
+const TASK: ClaimedTask = { jobId: 'j', epoch: 0, taskId: 1, dispatchId: 'd', chunks: [], deadlineMs: 0, leaseMs: 0 };
 
 function chunks(...sizes: number[]) {
   return { chunks: sizes.map((numRecords, i) => ({ file: 'f', offset: i * 100, numRecords })) };
@@ -42,7 +42,7 @@ function pendingPull() {
   };
 }
 
-const renewer = { renewClaim: async () => ({ ok: true as const, deadlineMs: Date.now() + 60_000 }) };
+const renewer = { renewClaim: async () => ({ ok: true as const, deadlineMs: Date.now() + 60_000, leaseMs: 60_000 }) };
 
 describe('task ahead', () => {
   it('task countdown - fires once, when at most one minibatch is left', () => {

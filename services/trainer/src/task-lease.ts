@@ -12,11 +12,15 @@ export interface TaskLeaseOptions {
   onLost?: (reason: string) => void;
 }
 
+/** Renewals a lease gets in: one every this fraction of it, so two can be missed before it lapses. */
+export const RENEWALS_PER_LEASE = 3;
+
 /**
- * Keeps a claimed task this trainer's while it works on it: the claim is renewed each time half
- * of the time the master granted has passed, so a task that waits for the quorum or for a
- * restarting parameter server does not time out while its trainer lives (a trainer that dies
- * stops renewing, and its task times out as before). A renewal the master refuses fires `lost`.
+ * Keeps a claimed task this trainer's while it works on it: the claim is renewed every third of
+ * the lease the master granted (counted from this trainer's clock, so clock skew between the
+ * machines does not matter), so a task that waits for the quorum or for a restarting parameter
+ * server does not time out while its trainer lives (a trainer that dies stops renewing, and the
+ * master takes its task back once the lease lapses). A renewal the master refuses fires `lost`.
  */
 export class TaskLease {
   private readonly lostController = new AbortController();
@@ -30,7 +34,7 @@ export class TaskLease {
     private readonly options: TaskLeaseOptions = {},
   ) {
     this.minRenewMs = options.minRenewMs ?? CLAIM_RENEW_MIN_MS;
-    this.schedule(task.deadlineMs);
+    this.schedule(task.leaseMs / RENEWALS_PER_LEASE);
   }
 
   /** Fires when the task is no longer this trainer's. */
@@ -44,19 +48,18 @@ export class TaskLease {
     clearTimeout(this.timer);
   }
 
-  private schedule(deadlineMs: number): void {
+  private schedule(waitMs: number): void {
     if (this.ended) return;
-    const waitMs = Math.max(this.minRenewMs, (deadlineMs - Date.now()) / 2);
-    this.timer = setTimeout(() => void this.renew(deadlineMs), waitMs);
+    this.timer = setTimeout(() => void this.renew(), Math.max(this.minRenewMs, waitMs));
     this.timer.unref();
   }
 
-  private async renew(deadlineMs: number): Promise<void> {
+  private async renew(): Promise<void> {
     const reply = await this.master.renewClaim(this.task).catch(() => ({ ok: false, reason: 'unreachable' }) as const);
     if (this.ended) return;
-    if (reply.ok) return this.schedule(reply.deadlineMs);
-    // An unanswered renewal is tried again; the old deadline still holds until it passes.
-    if (reply.reason === 'unreachable') return this.schedule(deadlineMs);
+    if (reply.ok) return this.schedule(reply.leaseMs / RENEWALS_PER_LEASE);
+    // An unanswered renewal (the master client already retried it) is tried again soon.
+    if (reply.reason === 'unreachable') return this.schedule(this.minRenewMs);
     this.ended = true;
     this.options.onLost?.(reply.reason);
     this.lostController.abort();

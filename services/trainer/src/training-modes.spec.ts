@@ -112,7 +112,7 @@ function loopOf(learner: Learner, ps: ParameterService, options: Partial<Trainin
 }
 
 function task(): ClaimedTask {
-  return { jobId: 'j', epoch: 0, taskId: 0, dispatchId: 'd', chunks: [], deadlineMs: 0 };
+  return { jobId: 'j', epoch: 0, taskId: 0, dispatchId: 'd', chunks: [], deadlineMs: 0, leaseMs: 0 };
 }
 
 function readerOf(batches: number): MinibatchReader {
