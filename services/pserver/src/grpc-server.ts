@@ -290,16 +290,22 @@ export class PserverGrpcServer {
   private async steps(call: ServerDuplexStream<PushChunk, PushPullReply>): Promise<void> {
     const cancel = cancellation(call, 'step stream cancelled by the client');
     const chunks = call.iterator({ destroyOnReturn: false })[Symbol.asyncIterator]() as AsyncIterator<PushChunk>;
+    /** The trainer the stream's rounds came from. */
+    let from: Pick<PushChunk, 'jobId' | 'trainerId'> | undefined;
     try {
       for (;;) {
         const first = await this.nextRound(chunks, cancel.signal);
-        if (first === undefined || !(await this.stepRound(call, first, chunks, cancel.signal))) break;
+        if (first === undefined) break;
+        from = first;
+        if (!(await this.stepRound(call, first, chunks, cancel.signal))) break;
       }
       if (!cancel.signal.aborted) call.end();
     } catch (err) {
       if (!cancel.signal.aborted) call.emit('error', this.toServiceError(err, 'Steps'));
     } finally {
       cancel.dispose();
+      // A trainer ends its stream by half-closing it; cancelled, it may be gone.
+      if (cancel.signal.aborted && from !== undefined) this.shard.streamCut(from.jobId, from.trainerId);
     }
   }
 

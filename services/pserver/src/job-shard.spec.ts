@@ -195,6 +195,28 @@ describe('job shard', () => {
     expect(job.version).toBe(4);
   });
 
+  it('job shard - a member whose step stream was cut lapses after the cut grace unless it calls again', () => {
+    const { job, clock } = makeJob();
+    initialize(job);
+    job.join('a');
+    job.join('b');
+    job.join('c');
+    expect(job.cut('a')).toBe(true);
+    expect(job.cut('b')).toBe(true);
+    expect(job.cut('x')).toBe(false);
+    clock.t = 1_000;
+    // b reset its stream and called again; a stayed silent.
+    job.touch('b');
+    clock.t = 2_001;
+    expect(job.sweep(10_000, 2_000)).toEqual(['a']);
+    expect(job.status().members).toEqual(['b', 'c']);
+    // Without a cut, the member TTL holds.
+    clock.t = 9_000;
+    expect(job.sweep(10_000, 2_000)).toEqual([]);
+    clock.t = 10_001;
+    expect(job.sweep(10_000, 2_000)).toEqual(['c']);
+  });
+
   it('job shard - trainers.min holds the step for that many members', () => {
     const { job } = makeJob({ trainers: { min: 2 } });
     job.join('a');

@@ -22,8 +22,8 @@ export interface JobShardHooks {
   onVersion?(job: JobShard, version: number): void;
   /** A snapshot for the evaluator was retained at `version`. */
   onSnapshot?(job: JobShard, version: number): void;
-  /** A member was dropped for silence. */
-  onLapse?(job: JobShard, trainerId: string): void;
+  /** A member was dropped for silence (`cut`: silence since its step stream was cut). */
+  onLapse?(job: JobShard, trainerId: string, cut: boolean): void;
   /** The quorum's members changed (join, leave, lapse, readmission). */
   onMembership?(job: JobShard): void;
   /** A step was taken: how long its barrier stood open and its update took, in milliseconds. */
@@ -243,9 +243,17 @@ export class JobShard {
     if (this.membership.touch(trainerId, this.nextCounted())) this.hooks.onMembership?.(this);
   }
 
-  /** Drops members silent for longer than `ttlMs`; returns their ids. */
-  sweep(ttlMs: number): string[] {
-    const lapsed = this.membership.sweep(ttlMs, (id) => this.hooks.onLapse?.(this, id));
+  /** Notes that a member's step stream was cut; false when `trainerId` is not a member. */
+  cut(trainerId: string): boolean {
+    return this.membership.cut(trainerId);
+  }
+
+  /**
+   * Drops members silent for longer than `ttlMs`, or for longer than `cutGraceMs` since their
+   * step stream was cut; returns their ids.
+   */
+  sweep(ttlMs: number, cutGraceMs = ttlMs): string[] {
+    const lapsed = this.membership.sweep(ttlMs, cutGraceMs, (id, cut) => this.hooks.onLapse?.(this, id, cut));
     if (lapsed.length > 0) {
       this.hooks.onMembership?.(this);
       this.maybeStep();

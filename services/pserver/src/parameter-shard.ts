@@ -21,6 +21,13 @@ import type { ShardActivity } from './pserver-metrics.js';
  * again every 2 s (`TRAINER_QUORUM_HEARTBEAT_MS`), so only the dead lapse.
  */
 export const QUORUM_MEMBER_LAPSE_MS = 10_000;
+/**
+ * How long a member whose step stream was cut (the client cancelled it, or the connection
+ * closed, as when the trainer's process died) may stay silent before it lapses: two of the
+ * trainers' default heartbeats, so a live trainer that reset its stream calls again well within
+ * it, and a SIGKILLed one holds up steps for this long instead of the whole member TTL.
+ */
+export const QUORUM_CUT_GRACE_MS = 4_000;
 /** How often the time-based checkpoint rule is looked at. */
 export const CHECKPOINT_TICK_MS = 1_000;
 
@@ -32,6 +39,11 @@ export interface ParameterShardOptions {
   dataDir: string;
   /** Silence after which a member lapses. Default `QUORUM_MEMBER_LAPSE_MS`. */
   memberTtlMs?: number;
+  /**
+   * Silence after its step stream was cut after which a member lapses. Default
+   * `QUORUM_CUT_GRACE_MS`; never longer than the member TTL.
+   */
+  cutGraceMs?: number;
   /** How long the elected trainer holds the init lease. */
   initLeaseMs?: number;
   /** Called when a snapshot for the evaluator is retained. */
@@ -77,6 +89,7 @@ export class ParameterShard {
   private readonly loading = new Map<string, Promise<JobShard | undefined>>();
   private readonly checkpoints = new Map<string, CheckpointState>();
   private readonly memberTtlMs: number;
+  private readonly cutGraceMs: number;
   private readonly logger: LineLogger;
   private readonly now: () => number;
   private readonly recovery: ShardRecovery;
@@ -90,6 +103,7 @@ export class ParameterShard {
   constructor(private readonly options: ParameterShardOptions) {
     this.shard = options.shard;
     this.memberTtlMs = options.memberTtlMs ?? QUORUM_MEMBER_LAPSE_MS;
+    this.cutGraceMs = Math.min(options.cutGraceMs ?? QUORUM_CUT_GRACE_MS, this.memberTtlMs);
     this.logger = options.logger ?? silent;
     this.now = options.now ?? Date.now;
     this.recovery = new ShardRecovery({
@@ -338,7 +352,20 @@ export class ParameterShard {
 
   /** Drops silent members of every job now (the timer calls this too). */
   sweep(): void {
-    for (const job of this.jobs.values()) job.sweep(this.memberTtlMs);
+    for (const job of this.jobs.values()) job.sweep(this.memberTtlMs, this.cutGraceMs);
+  }
+
+  /**
+   * A trainer's step stream was cut (cancelled, or its connection lost). Unless the trainer
+   * calls again within the cut grace, it is dropped from the job's quorum then, without waiting
+   * out the member TTL.
+   */
+  streamCut(jobId: string, trainerId: string): void {
+    if (this.closed || !this.jobs.get(jobId)?.cut(trainerId)) return;
+    const timer = setTimeout(() => {
+      if (!this.closed) this.sweep();
+    }, this.cutGraceMs + 1);
+    timer.unref();
   }
 
   private async find(jobId: string): Promise<JobShard | undefined> {
@@ -393,9 +420,11 @@ export class ParameterShard {
         onStepTimed: (job: JobShard, barrierMs: number, updateMs: number) =>
           this.options.metrics?.stepped(job.jobId, barrierMs, updateMs),
         onSnapshot: (job: JobShard, version: number) => this.options.onSnapshot?.(job.jobId, this.shard, version),
-        onLapse: (job: JobShard, trainerId: string) =>
+        onLapse: (job: JobShard, trainerId: string, cut: boolean) =>
           this.logger.warn(
-            `job ${job.jobId}: trainer ${trainerId} silent for ${this.memberTtlMs} ms; dropped from the quorum`,
+            cut
+              ? `job ${job.jobId}: trainer ${trainerId} silent for ${this.cutGraceMs} ms since its step stream was cut; dropped from the quorum`
+              : `job ${job.jobId}: trainer ${trainerId} silent for ${this.memberTtlMs} ms; dropped from the quorum`,
           ),
       },
     };

@@ -1,6 +1,6 @@
 import { PSERVER_SERVER_TLS_CONFIG, env, type CommonConfig, type EnvSpec, type PserverTlsConfig } from '#libs/config';
 import { KERNEL_CHOICES, KERNELS_ENV_VAR, type KernelChoice } from '#libs/wasm-simd';
-import { QUORUM_MEMBER_LAPSE_MS } from './parameter-shard.js';
+import { QUORUM_CUT_GRACE_MS, QUORUM_MEMBER_LAPSE_MS } from './parameter-shard.js';
 import { SHARD_LEASE_TTL_MS } from './shard-lease.js';
 
 /** Host the gRPC server binds to when `PSERVER_HOST` is unset. */
@@ -20,6 +20,11 @@ export interface PserverConfig extends PserverTlsConfig {
   dataDir?: string;
   /** Silence after which a trainer leaves the quorum (`PSERVER_MEMBER_TTL_MS`). */
   memberTtlMs: number;
+  /**
+   * Silence after its step stream was cut (cancelled, or its connection lost) after which a
+   * trainer leaves the quorum (`PSERVER_MEMBER_CUT_GRACE_MS`); at most the member TTL.
+   */
+  cutGraceMs: number;
   /** TTL of the shard's ownership lease in Redis (`PSERVER_LEASE_TTL_MS`). */
   leaseTtlMs: number;
   /** Redis key prefix of the lease (`PSERVER_KEY_PREFIX`), so several clusters can share one Redis. */
@@ -39,6 +44,7 @@ export const PSERVER_CONFIG: EnvSpec<PserverConfig> = {
   advertiseHost: ['PSERVER_ADVERTISE_HOST', env.optionalString()],
   dataDir: ['PSERVER_DATA_DIR', env.optionalString()],
   memberTtlMs: ['PSERVER_MEMBER_TTL_MS', env.int({ default: QUORUM_MEMBER_LAPSE_MS, min: 100, max: 3_600_000 })],
+  cutGraceMs: ['PSERVER_MEMBER_CUT_GRACE_MS', env.int({ default: QUORUM_CUT_GRACE_MS, min: 100, max: 3_600_000 })],
   leaseTtlMs: ['PSERVER_LEASE_TTL_MS', env.int({ default: SHARD_LEASE_TTL_MS, min: 500, max: 600_000 })],
   keyPrefix: ['PSERVER_KEY_PREFIX', env.string({ default: 'tributary', pattern: /^[A-Za-z0-9_:-]+$/ })],
   kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],

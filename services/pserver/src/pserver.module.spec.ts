@@ -56,6 +56,7 @@ describe('pserver module', () => {
       port: 0,
       dataDir: join(servers.dir, 'pserver-0'),
       memberTtlMs: 30_000,
+      cutGraceMs: 4_000,
       leaseTtlMs: 2_000,
       keyPrefix: 'tributary',
       kernels: 'auto',

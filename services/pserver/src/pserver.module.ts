@@ -119,6 +119,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       shard: index,
       dataDir,
       memberTtlMs: this.settings.memberTtlMs,
+      cutGraceMs: this.settings.cutGraceMs,
       logger: this.logger,
       kernels,
       metrics: shardMetrics,

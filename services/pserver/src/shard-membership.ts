@@ -4,14 +4,18 @@ import type { SyncBarrier } from './sync-barrier.js';
 /**
  * Who is in a job's synchronous quorum on one shard, and whether each member is still alive.
  * Every call of a trainer is a sign of life; a member silent for longer than the member TTL is
- * dropped (it lapses), so a trainer that died without leaving holds up steps only that long. A
- * lapsed member that calls again is a member again, counted from the next version. The quorum
+ * dropped (it lapses), so a trainer that died without leaving holds up steps only that long; one
+ * whose step stream was cut and that stays silent lapses sooner, after a grace shorter than the
+ * TTL (a dead process's connection closes at once; a live trainer calls again within its
+ * heartbeat). A lapsed member that calls again is a member again, counted from the next version. The quorum
  * itself, with the open version's contributions, is the `SyncBarrier`.
  */
 export class ShardMembership {
   private readonly lastSeen = new Map<string, number>();
   /** Members dropped for silence; one that calls again is a member again from the next version. */
   private readonly lapsed = new Set<string>();
+  /** When a member's step stream was cut, for the members that have not called since. */
+  private readonly cutAt = new Map<string, number>();
 
   constructor(
     private readonly barrier: SyncBarrier,
@@ -32,6 +36,7 @@ export class ShardMembership {
   leave(trainerId: string): boolean {
     this.lastSeen.delete(trainerId);
     this.lapsed.delete(trainerId);
+    this.cutAt.delete(trainerId);
     return this.barrier.leave(trainerId);
   }
 
@@ -42,20 +47,40 @@ export class ShardMembership {
   touch(trainerId: string, countedFrom: number): boolean {
     if (!trainerId) return false;
     this.lastSeen.set(trainerId, this.now());
+    this.cutAt.delete(trainerId);
     if (!this.lapsed.delete(trainerId)) return false;
     this.barrier.join(trainerId, countedFrom);
     return true;
   }
 
-  /** Drops the members silent for longer than `ttlMs`, telling `onLapse` of each; returns their ids. */
-  sweep(ttlMs: number, onLapse: (trainerId: string) => void): string[] {
+  /**
+   * Notes that a member's step stream was cut (cancelled, or its connection lost, as when its
+   * process dies): unless it calls again, it lapses `cutGraceMs` after the cut (see
+   * {@link sweep}). Returns false when `trainerId` is not a member.
+   */
+  cut(trainerId: string): boolean {
+    if (!this.barrier.isMember(trainerId)) return false;
+    this.cutAt.set(trainerId, this.now());
+    return true;
+  }
+
+  /**
+   * Drops the members silent for longer than `ttlMs`, and those silent for longer than
+   * `cutGraceMs` since their step stream was cut, telling `onLapse` of each; returns their ids.
+   */
+  sweep(ttlMs: number, cutGraceMs: number, onLapse: (trainerId: string, cut: boolean) => void): string[] {
     const now = this.now();
-    const lapsed = this.barrier.memberIds().filter((id) => now - (this.lastSeen.get(id) ?? 0) > ttlMs);
-    for (const id of lapsed) {
+    const lapsed: string[] = [];
+    for (const id of this.barrier.memberIds()) {
+      const cutAt = this.cutAt.get(id);
+      const cut = cutAt !== undefined && now - cutAt > cutGraceMs;
+      if (!cut && now - (this.lastSeen.get(id) ?? 0) <= ttlMs) continue;
       this.barrier.leave(id);
       this.lastSeen.delete(id);
+      this.cutAt.delete(id);
       this.lapsed.add(id);
-      onLapse(id);
+      lapsed.push(id);
+      onLapse(id, cut);
     }
     return lapsed;
   }

@@ -178,6 +178,30 @@ describe('step stream', () => {
     clearTimeout(timer);
   });
 
+  it('step stream - a trainer whose stream was cut and that stays silent leaves the quorum after the cut grace, not the member TTL', async () => {
+    await shard.stop();
+    shard = await startShard({ shard: 0, dataDir: join(dir, 'shard-0'), memberTtlMs: 600_000, cutGraceMs: 300 });
+    const t = await job(['t', 'a']);
+    const c = client();
+    const a = client();
+    expect((await c.pushPull(push(0), 10_000)).params?.version).toBe(1);
+    // a's push for step 1 is taken, then its stream is cut while it waits (here cancelled; a dead
+    // process's connection closing looks the same to the shard), and a says nothing more.
+    const stop = new AbortController();
+    const cut = a.pushPull(push(1, filled(1), 'a'), 60_000, stop.signal);
+    for (let i = 0; i < 500 && (await t.status())[0].jobs[0].pendingPushes < 1; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    stop.abort();
+    expect(await cut).toEqual({ push: { version: 1, accepted: true } });
+    expect((await c.pushPull(push(1), 10_000)).params?.version).toBe(2);
+    // Step 2 waits for a only until the grace has passed; the member TTL is ten minutes.
+    const startedAt = Date.now();
+    expect((await c.pushPull(push(2), 10_000)).params?.version).toBe(3);
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(100);
+    expect((await c.status('job-1')).jobs[0]!.members).toEqual(['t']);
+  });
+
   it('step stream - a trainer told to stop after the outcome ends the wait and resets the stream', async () => {
     // a joined at version 0, so it counts from step 1 on, which t alone cannot complete.
     const t = await job(['t', 'a']);
