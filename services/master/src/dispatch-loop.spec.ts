@@ -6,12 +6,19 @@ import type { TrainerCensus } from './trainer-census.js';
 
 const TICK_MS = 10;
 
-/** A job runner that records the trainer counts it was ticked with; `hang` makes its ticks never end. */
+/**
+ * A job runner that records the trainer counts it was ticked with, and -1 for each time its
+ * claims were re-armed; `hang` makes its ticks never end.
+ */
 function fakeRunner(jobId: string, hang = false) {
   const ticks: number[] = [];
   const runner = {
     jobId,
     running: true,
+    rearmClaims: async () => {
+      ticks.push(-1);
+      return 0;
+    },
     tick: (trainers: number) => {
       ticks.push(trainers);
       return hang ? new Promise<void>(() => undefined) : Promise.resolve();
@@ -25,9 +32,13 @@ function stuckCensus(last: number) {
   return { refresh: () => new Promise<number>(() => undefined), count: () => last } as unknown as TrainerCensus;
 }
 
-function loop(runners: JobDriver[], census: TrainerCensus): DispatchLoop {
+function loop(
+  runners: JobDriver[],
+  census: TrainerCensus,
+  contact = { isConnected: true, reconnections: 0 },
+): DispatchLoop {
   const directory = { running: () => runners } as unknown as JobRoster;
-  return new DispatchLoop(directory, census, { tickMs: TICK_MS });
+  return new DispatchLoop(directory, census, { tickMs: TICK_MS }, contact);
 }
 
 async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
@@ -64,5 +75,19 @@ describe('dispatch loop', () => {
     expect(other.ticks.every((n) => n === 3)).toBe(true);
     // Leaving office stops the timer at once; it would wait for the stuck tick forever.
     void dispatch.leaveOffice();
+  });
+  test('dispatch loop - cut off from NATS it ticks no job; back, it re-arms every claim before ticking again', async () => {
+    const job = fakeRunner('job');
+    const census = { refresh: async () => 1, count: () => 1 } as unknown as TrainerCensus;
+    const contact = { isConnected: false, reconnections: 0 };
+    const dispatch = loop([job.runner], census, contact);
+    await dispatch.takeOffice();
+    await new Promise((r) => setTimeout(r, 10 * TICK_MS));
+    expect(job.ticks).toEqual([]);
+    contact.isConnected = true;
+    contact.reconnections = 1;
+    await until('ticks after the reconnection', () => job.ticks.length >= 3);
+    expect(job.ticks.slice(0, 3)).toEqual([-1, 1, 1]);
+    await dispatch.leaveOffice();
   });
 });

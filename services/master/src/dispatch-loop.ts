@@ -4,6 +4,7 @@ import { JobRoster } from './job-roster.js';
 import type { JobDriver } from './job-driver.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
+import { NatsContact } from './nats-contact.js';
 import { TrainerCensus } from './trainer-census.js';
 
 /**
@@ -16,7 +17,7 @@ export const CENSUS_WAIT_TICKS = 4;
 export const CENSUS_STUCK_WARN_MS = 30_000;
 
 /**
- * Every `tickMs` while the master leads: count trainers, then let each running job expire
+ * Every `tickMs` while the master leads and reaches NATS: count trainers, then let each running job expire
  * deadlines and refill its window, with an equal share of the trainers when several run. Nothing slow holds the loop up: a trainer count that does
  * not come within {@link CENSUS_WAIT_TICKS} periods is replaced by the last one, and each job is
  * ticked on its own, so a job whose previous tick is still running is skipped without delaying
@@ -32,11 +33,14 @@ export class DispatchLoop implements LeaderDuty {
   private counting: Promise<number> | undefined;
   /** Each job's tick in flight. */
   private readonly jobTicks = new Map<JobDriver, Promise<void>>();
+  /** NATS reconnections already answered by re-arming the claims. */
+  private reconnections = 0;
 
   constructor(
     @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(TrainerCensus) private readonly census: TrainerCensus,
     @Inject(MASTER_SETTINGS) private readonly settings: Pick<MasterConfig, 'tickMs'>,
+    @Inject(NatsContact) private readonly contact: Pick<NatsContact, 'isConnected' | 'reconnections'>,
   ) {}
 
   async takeOffice(): Promise<void> {
@@ -54,6 +58,15 @@ export class DispatchLoop implements LeaderDuty {
 
   private tick(): void {
     if (this.pass !== undefined) return;
+    // Cut off from NATS, the master hears no renewal: no claim may lapse, and nothing can be
+    // dispatched. Back, it gives every claim a fresh lease, which the renewals then keep.
+    if (!this.contact.isConnected) return;
+    if (this.contact.reconnections !== this.reconnections) {
+      this.reconnections = this.contact.reconnections;
+      for (const runner of this.roster.running()) {
+        runner.rearmClaims().catch((err: Error) => this.logger.error(`job ${runner.jobId}: ${err.message}`));
+      }
+    }
     this.pass = (async () => {
       const trainers = await this.countTrainers();
       const running = this.roster.running();

@@ -166,6 +166,11 @@ export class JobDriver {
     return this.serialize(() => this.apply(this.queue.stop(reason, detail)));
   }
 
+  /** Gives every claimed task at least one claim lease from now (see `TaskQueue.rearmClaims`). */
+  rearmClaims(): Promise<number> {
+    return this.serialize(() => this.apply(this.queue.rearmClaims()));
+  }
+
   /**
    * One pass of the dispatch loop: timeouts and the time budget, the trainers.min check, and
    * refilling the dispatch window. `share`: the job's fair share of the live trainers while

@@ -20,6 +20,7 @@ import { JETSTREAM_MANAGER, LEADER_DUTIES, MASTER_SETTINGS } from './master-toke
 import { StatusResponder } from './status-responder.js';
 import { StopControl } from './stop-control.js';
 import { TaskExchange } from './task-exchange.js';
+import { NatsContact } from './nats-contact.js';
 import { TrainerCensus } from './trainer-census.js';
 
 /**
@@ -71,6 +72,7 @@ export class MasterModule {
         },
         JobChannels,
         TrainerCensus,
+        NatsContact,
         ...DUTIES,
         { provide: LEADER_DUTIES, inject: DUTIES, useFactory: (...duties: LeaderDuty[]) => duties },
         MasterOffice,

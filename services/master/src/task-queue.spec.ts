@@ -348,6 +348,28 @@ describe('task queue', () => {
     expect(restored.task(2)).toMatchObject({ status: 'pending' });
   });
 
+  test('task queue - rearmClaims gives claimed tasks at least one lease from now; unclaimed ones keep theirs', () => {
+    const { queue, clock } = setup(3, { claimLeaseMs: 500 });
+    const [d0, d1] = queue.dispatch(3).result;
+    queue.claim({ ...d0!, trainerId: 't1' });
+    queue.claim({ ...d1!, trainerId: 't2' });
+    clock.advance(400);
+    queue.claim({ ...d1!, trainerId: 't2' });
+    // Past t1's deadline, and short of t2's, while no renewal could arrive: both re-armed.
+    clock.advance(200);
+    const rearmed = queue.rearmClaims();
+    expect(rearmed.result).toBe(2);
+    expect(queue.task(0)?.deadline).toBe(clock.now() + 500);
+    expect(queue.task(1)?.deadline).toBe(clock.now() + 500);
+    expect(rearmed.change?.tasks.map((t) => t.taskId)).toEqual([0, 1]);
+    // The unclaimed dispatch keeps its task timeout from its dispatch.
+    expect(queue.task(2)?.deadline).toBe(clock.now() + 400);
+    expect(queue.rearmClaims().result).toBe(0);
+    expect(queue.expire().result).toBe(0);
+    clock.advance(501);
+    expect(queue.expire().result).toBe(3);
+  });
+
   test('task queue - without shuffleSeed every epoch hands its tasks out by id', () => {
     const { queue } = setup(6);
     for (let epoch = 0; epoch < 3; epoch++) {

@@ -482,6 +482,25 @@ export class TaskQueue {
     return { result: expired, change, events };
   }
 
+  /**
+   * Gives every claimed task at least one claim lease from now, as a failover does: for when
+   * the master could not hear renewals for a while (its NATS connection was away), so that
+   * trainers alive all along do not lose their tasks.
+   */
+  rearmClaims(): Transition<number> {
+    if (this.s.state !== 'running') return { result: 0, change: null, events: [] };
+    const deadline = this.clock() + this.claimLeaseMs();
+    const tasks: TaskState[] = [];
+    for (const t of this.s.tasks) {
+      if (t.status !== 'pending' || t.claimedBy === undefined || (t.deadline ?? 0) >= deadline) continue;
+      const next: TaskState = { ...t, deadline };
+      this.s.tasks[t.taskId] = next;
+      tasks.push(next);
+    }
+    if (tasks.length === 0) return { result: 0, change: null, events: [] };
+    return { result: tasks.length, change: { job: {}, tasks }, events: [] };
+  }
+
   /** Stops the job (first stop wins; a stopped job ignores later ones and returns false). */
   stop(reason: StopReason, detail?: string): Transition<boolean> {
     if (this.s.state !== 'running') return { result: false, change: null, events: [] };
