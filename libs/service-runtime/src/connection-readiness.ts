@@ -1,18 +1,12 @@
-import type { NatsConnection, RedisConnection } from '#libs/messaging';
+import type { RedisConnection } from '#libs/messaging';
 import type { ReadinessCheck } from '#libs/service-metrics';
+import type { NatsLink } from './nats-link.js';
 
-/** Ready while `nc` is connected: follows its disconnects and reconnects, and its close. */
-export function natsReadiness(nc: NatsConnection): ReadinessCheck {
-  let connected = true;
-  void (async () => {
-    for await (const s of nc.status()) {
-      if (s.type === 'disconnect') connected = false;
-      if (s.type === 'reconnect') connected = true;
-    }
-  })().catch(() => undefined);
+/** Ready while the link's connection is connected: follows its disconnects and reconnects, and its close. */
+export function natsReadiness(link: NatsLink): ReadinessCheck {
   return () => {
-    if (nc.isClosed()) return 'the NATS connection is closed';
-    return connected ? undefined : 'NATS is disconnected; reconnecting';
+    if (link.nc.isClosed()) return 'the NATS connection is closed';
+    return link.isConnected ? undefined : 'NATS is disconnected; reconnecting';
   };
 }
 

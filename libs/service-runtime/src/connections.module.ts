@@ -19,7 +19,8 @@ import {
 } from '#libs/messaging';
 import { ServiceMetrics } from '#libs/service-metrics';
 import { natsReadiness, redisReadiness } from './connection-readiness.js';
-import { BUCKETS, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from './tokens.js';
+import { NatsLink } from './nats-link.js';
+import { BUCKETS, NATS_CONNECTION, NATS_LINK, REDIS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from './tokens.js';
 
 @Injectable()
 class ConnectionCloser implements OnApplicationShutdown {
@@ -37,8 +38,9 @@ class ConnectionCloser implements OnApplicationShutdown {
 /**
  * Connects to NATS (creating Tributary's streams and buckets) and Redis for one service, and
  * closes both when the application shuts down (after every other provider's shutdown hooks).
- * It provides the process's `ServiceMetrics` (a fresh one unless given) and adds to its
- * readiness one check per connection, failing while that connection is down.
+ * It provides the process's `ServiceMetrics` (a fresh one unless given), a `NatsLink` following
+ * the NATS connection, and adds to its readiness one check per connection, failing while that
+ * connection is down.
  */
 @Global()
 @Module({})
@@ -61,8 +63,16 @@ export class ConnectionsModule {
             readiness.set('nats', () => `connecting to ${redactedUrl(config.natsUrl)}`);
             const nc = await connectNats(config, `${role} ${config.id}`, logger);
             await ensureStreams(nc, config.jsReplicas);
-            readiness.set('nats', natsReadiness(nc));
             return nc;
+          },
+        },
+        {
+          provide: NATS_LINK,
+          inject: [NATS_CONNECTION],
+          useFactory: (nc: NatsConnection): NatsLink => {
+            const link = new NatsLink(nc);
+            readiness.set('nats', natsReadiness(link));
+            return link;
           },
         },
         {
@@ -86,7 +96,7 @@ export class ConnectionsModule {
         },
         ConnectionCloser,
       ],
-      exports: [SERVICE_CONFIG, SERVICE_METRICS, NATS_CONNECTION, REDIS_CONNECTION, BUCKETS],
+      exports: [SERVICE_CONFIG, SERVICE_METRICS, NATS_CONNECTION, NATS_LINK, REDIS_CONNECTION, BUCKETS],
     };
   }
 }

@@ -1,4 +1,5 @@
-export { BUCKETS, NATS_CONNECTION, REDIS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from './tokens.js';
+export { BUCKETS, NATS_CONNECTION, NATS_LINK, REDIS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from './tokens.js';
+export { NatsLink } from './nats-link.js';
 export { ConnectionsModule } from './connections.module.js';
 export { SERVICE_SHUTDOWN_TIMEOUT_MS, bootstrapService, runService } from './bootstrap.js';
 export type { ServiceDefinition } from './bootstrap.js';

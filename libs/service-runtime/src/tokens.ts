@@ -1,5 +1,7 @@
 /** Injection token of the service's `NatsConnection`. */
 export const NATS_CONNECTION = Symbol('NATS_CONNECTION');
+/** Injection token of the `NatsLink` following the service's NATS connection. */
+export const NATS_LINK = Symbol('NATS_LINK');
 /** Injection token of the service's `RedisConnection`. */
 export const REDIS_CONNECTION = Symbol('REDIS_CONNECTION');
 /** Injection token of the service's validated configuration object. */

@@ -1,10 +1,10 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { NATS_LINK, type NatsLink } from '#libs/service-runtime';
 import type { MasterConfig } from './master-config.js';
 import { JobRoster } from './job-roster.js';
 import type { JobDriver } from './job-driver.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { MASTER_SETTINGS } from './master-tokens.js';
-import { NatsContact } from './nats-contact.js';
 import { TrainerCensus } from './trainer-census.js';
 
 /**
@@ -40,7 +40,7 @@ export class DispatchLoop implements LeaderDuty {
     @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(TrainerCensus) private readonly census: TrainerCensus,
     @Inject(MASTER_SETTINGS) private readonly settings: Pick<MasterConfig, 'tickMs'>,
-    @Inject(NatsContact) private readonly contact: Pick<NatsContact, 'isConnected' | 'reconnections'>,
+    @Inject(NATS_LINK) private readonly contact: Pick<NatsLink, 'isConnected' | 'reconnections'>,
   ) {}
 
   async takeOffice(): Promise<void> {

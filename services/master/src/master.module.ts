@@ -20,7 +20,6 @@ import { JETSTREAM_MANAGER, LEADER_DUTIES, MASTER_SETTINGS } from './master-toke
 import { StatusResponder } from './status-responder.js';
 import { StopControl } from './stop-control.js';
 import { TaskExchange } from './task-exchange.js';
-import { NatsContact } from './nats-contact.js';
 import { TrainerCensus } from './trainer-census.js';
 
 /**
@@ -72,7 +71,6 @@ export class MasterModule {
         },
         JobChannels,
         TrainerCensus,
-        NatsContact,
         ...DUTIES,
         { provide: LEADER_DUTIES, inject: DUTIES, useFactory: (...duties: LeaderDuty[]) => duties },
         MasterOffice,

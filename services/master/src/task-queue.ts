@@ -213,18 +213,17 @@ export class TaskQueue {
 
   /**
    * A queue rebuilt from persisted state. Pending tasks get fresh deadlines, so the time they
-   * spent while no master ran is not held against them: a claimed task one claim lease (its
-   * trainer, if alive, renews the claim with this master within it), an unclaimed one a task
-   * timeout.
+   * spent while no master ran is not held against them: a claimed task at least one claim lease
+   * (its trainer, if alive, renews the claim with this master within it), an unclaimed one a
+   * task timeout.
    */
   static restore(snapshot: QueueSnapshot, options: TaskQueueOptions, clock: Clock = Date.now): TaskQueue {
     const queue = new TaskQueue(structuredClone(snapshot), options, clock);
-    const now = clock();
-    const claimed = now + queue.claimLeaseMs();
-    const unclaimed = now + queue.timeoutMs();
+    const unclaimed = clock() + queue.timeoutMs();
     queue.s.tasks = queue.s.tasks.map((t) =>
-      t.status === 'pending' ? { ...t, deadline: t.claimedBy === undefined ? unclaimed : claimed } : t,
+      t.status === 'pending' && t.claimedBy === undefined ? { ...t, deadline: unclaimed } : t,
     );
+    queue.leaseClaims();
     if (!queue.s.epochs.some((e) => e.epoch === queue.s.epoch)) {
       queue.s.epochs.push({ epoch: queue.s.epoch, done: 0, discarded: 0, doneCounts: {} });
     }
@@ -489,16 +488,22 @@ export class TaskQueue {
    */
   rearmClaims(): Transition<number> {
     if (this.s.state !== 'running') return { result: 0, change: null, events: [] };
+    const tasks = this.leaseClaims();
+    if (tasks.length === 0) return { result: 0, change: null, events: [] };
+    return { result: tasks.length, change: { job: {}, tasks }, events: [] };
+  }
+
+  /** Moves every claimed task's deadline to at least one claim lease from now; returns those moved. */
+  private leaseClaims(): TaskState[] {
     const deadline = this.clock() + this.claimLeaseMs();
-    const tasks: TaskState[] = [];
+    const moved: TaskState[] = [];
     for (const t of this.s.tasks) {
       if (t.status !== 'pending' || t.claimedBy === undefined || (t.deadline ?? 0) >= deadline) continue;
       const next: TaskState = { ...t, deadline };
       this.s.tasks[t.taskId] = next;
-      tasks.push(next);
+      moved.push(next);
     }
-    if (tasks.length === 0) return { result: 0, change: null, events: [] };
-    return { result: tasks.length, change: { job: {}, tasks }, events: [] };
+    return moved;
   }
 
   /** Stops the job (first stop wins; a stopped job ignores later ones and returns false). */

@@ -1,18 +1,14 @@
-import { Inject, Injectable } from '@nestjs/common';
 import type { NatsConnection } from '#libs/messaging';
-import { NATS_CONNECTION } from '#libs/service-runtime';
 
 /**
- * Whether the master can hear its trainers: follows its NATS connection's disconnects and
- * reconnects. While it cannot, their claim renewals cannot reach it either, so the dispatch loop
- * lets no claim lapse; after a reconnection every claim gets a fresh lease, as after a failover.
+ * Follows a NATS connection's disconnects and reconnects: one watcher per connection, which the
+ * readiness check and anyone who must know whether the process can be heard share.
  */
-@Injectable()
-export class NatsContact {
+export class NatsLink {
   private connected = true;
   private reconnects = 0;
 
-  constructor(@Inject(NATS_CONNECTION) nc: NatsConnection) {
+  constructor(readonly nc: NatsConnection) {
     void (async () => {
       for await (const s of nc.status()) {
         if (s.type === 'disconnect') this.connected = false;
