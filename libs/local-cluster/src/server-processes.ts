@@ -303,8 +303,11 @@ export async function startRedisServer(opts: {
       opts.dir,
       '--appendonly',
       'yes',
+      // Every write reaches the append-only file before Redis answers it. With `everysec`, Redis
+      // answers writes it may hold back from the file for up to 2 s while an fsync is slow, and a
+      // crash then loses writes the master (and the trainers it answered) already acted on.
       '--appendfsync',
-      'everysec',
+      'always',
       '--save',
       '',
       '--daemonize',

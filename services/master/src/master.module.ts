@@ -18,6 +18,7 @@ import { MasterOffice } from './master-office.js';
 import { MasterPresence } from './master-presence.js';
 import { JETSTREAM_MANAGER, LEADER_DUTIES, MASTER_SETTINGS } from './master-tokens.js';
 import { StatusResponder } from './status-responder.js';
+import { StoreDurabilityCheck } from './store-durability.js';
 import { StopControl } from './stop-control.js';
 import { TaskExchange } from './task-exchange.js';
 import { TrainerCensus } from './trainer-census.js';
@@ -74,6 +75,7 @@ export class MasterModule {
         ...DUTIES,
         { provide: LEADER_DUTIES, inject: DUTIES, useFactory: (...duties: LeaderDuty[]) => duties },
         MasterOffice,
+        StoreDurabilityCheck,
       ],
     };
   }
