@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LocalCluster } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
@@ -42,7 +42,9 @@ describe('infrastructure restarts, end to end', () => {
   beforeAll(async () => {
     servers = await startTestServers();
     data = await writeTinyDataset(dataDir(), { files: 2, chunksPerFile: 6 });
-    cluster = testCluster(servers, { evaluators: 0 });
+    // Shard leases outlast the longest Redis outage here (6 s, and up to 6.4 s more before the
+    // clients' backoff reconnects them): this cluster restarts no pserver that lost its lease.
+    cluster = testCluster(servers, { evaluators: 0, env: { PSERVER_LEASE_TTL_MS: '30000' } });
     await cluster.start();
     evaluator = startEvaluator();
     await evaluator.waitFor(/ready/, 60_000);
@@ -88,6 +90,10 @@ describe('infrastructure restarts, end to end', () => {
       stopReason: 'maxEpochs',
     });
 
+    // Each epoch closed once: the job never went back to an epoch it had finished.
+    expect(events.filter((e) => e.type === 'epoch').map((e) => e.epoch)).toEqual(
+      Array.from({ length: EPOCHS }, (_, i) => i + 1),
+    );
     accounting.addEpochEvents(events);
     expect(accounting.last?.status.state).toBe('stopped');
     expect(accounting.last?.status.epoch).toBe(EPOCHS);
@@ -119,6 +125,39 @@ describe('infrastructure restarts, end to end', () => {
     async () => {
       await runJobThrough('redis-restart', () => restartServer(servers, 'redis', { signal: 'SIGKILL', downMs: 2_000 }));
       expect(logsMatching(/Redis reconnected/)).toEqual(expect.arrayContaining(['master-0.log']));
+    },
+    JOB_TIMEOUT_MS * 2,
+  );
+
+  /**
+   * Redis crashes and comes back from an older copy of its append-only file: without writes it
+   * had answered, as a Redis that fsyncs once a second can. Restarted at once, the master keeps
+   * its lease and finds the job's write count off; down longer than the lease, it takes office
+   * again and finds its last term's writes missing. Either way it writes back the state it
+   * answered, and no task already trained is dispatched again.
+   */
+  test.each([
+    { path: 'restarted at once', jobId: 'redis-lost-writes', downMs: 0, lose: 'a second of writes' },
+    { path: 'down past the leader lease', jobId: 'redis-lost-term', downMs: 6_000, lose: 'an epoch of writes' },
+  ])(
+    'infrastructure restarts - Redis comes back without $lose it answered ($path): every task still counts once',
+    async ({ jobId, downMs, lose }) => {
+      const aof = join(servers.dataDirs.redis, 'appendonlydir');
+      const copy = join(servers.dir, `aof-${jobId}`);
+      await runJobThrough(jobId, async () => {
+        cpSync(aof, copy, { recursive: true });
+        if (lose === 'a second of writes') await new Promise((r) => setTimeout(r, 1_000));
+        else await waitForEvent(nc, jobId, (e) => e.type === 'epoch' && e.epoch >= 2, JOB_TIMEOUT_MS);
+        await restartServer(servers, 'redis', {
+          signal: 'SIGKILL',
+          downMs,
+          whileDown: () => {
+            rmSync(aof, { recursive: true, force: true });
+            cpSync(copy, aof, { recursive: true });
+          },
+        });
+      });
+      expect(logsMatching(/Redis lost writes it had answered/)).toEqual(['master-0.log']);
     },
     JOB_TIMEOUT_MS * 2,
   );

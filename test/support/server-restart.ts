@@ -10,6 +10,8 @@ export interface RestartOptions {
   signal?: 'SIGTERM' | 'SIGKILL';
   /** How long the server stays down. Default 2 s. */
   downMs?: number;
+  /** Run while the server is down, before it starts again (e.g. to change its data directory). */
+  whileDown?: () => void;
 }
 
 /** Default time a restarted server stays down. */
@@ -58,6 +60,7 @@ export async function restartServer(
     await exited;
   }
   await sleep(options.downMs ?? RESTART_DOWN_MS);
+  options.whileDown?.();
   const start = which === 'nats' ? startNatsServer : startRedisServer;
   servers[which] = await start({ dir: servers.dataDirs[which], port: old.port });
   if (which === 'nats') await waitForJetStream(servers.nats.url);

@@ -37,6 +37,23 @@ export class FencedWriteError extends Error {
   }
 }
 
+/**
+ * Redis holds a different count of a job's writes than the master made: it came back from a
+ * crash without writes it had answered (or something else wrote the job).
+ */
+export class LostWritesError extends Error {
+  override readonly name = 'LostWritesError';
+
+  constructor(
+    readonly jobId: string,
+    readonly expected: number,
+    readonly found: number,
+    options?: ErrorOptions,
+  ) {
+    super(`job ${jobId}: Redis holds ${found} writes of the job, the master made ${expected}`, options);
+  }
+}
+
 /** The state of a job kept in Redis cannot be read back (missing or malformed fields). */
 export class CorruptJobStateError extends Error {
   override readonly name = 'CorruptJobStateError';

@@ -47,19 +47,30 @@ export class JobChannels {
   }
 
   /**
-   * Persists one transition of a job's queue, fenced with `fence`.
+   * Persists one transition of a job's queue, fenced with `fence`, after the job's `writes`th
+   * write. Resolves to the job's write count after it.
    * @throws FencedWriteError when `fence` is no longer the leader's token.
+   * @throws LostWritesError when Redis does not hold `writes` writes of the job.
    */
-  persist(jobId: string, change: QueueChange, fence: string): Promise<void> {
-    return this.fenced(this.store.applyTransition(jobId, change, fence));
+  persist(jobId: string, change: QueueChange, fence: string, writes: number): Promise<number> {
+    return this.fenced(this.store.applyTransition(jobId, change, fence, writes));
   }
 
   /**
-   * Writes a new job, fenced with `fence`.
+   * Writes a new job, fenced with `fence`. Resolves to its write count.
    * @throws FencedWriteError when `fence` is no longer the leader's token.
    */
-  create(job: StoredJob, fence: string): Promise<void> {
+  create(job: StoredJob, fence: string): Promise<number> {
     return this.fenced(this.store.create(job, fence));
+  }
+
+  /**
+   * Writes a job whole from memory over what Redis holds of it, fenced with `fence`. Resolves to
+   * its write count.
+   * @throws FencedWriteError when `fence` is no longer the leader's token.
+   */
+  rewrite(job: StoredJob & { writes: number }, fence: string): Promise<number> {
+    return this.fenced(this.store.rewrite(job, fence));
   }
 
   /** Publishes a lifecycle event (fire and forget; the events stream keeps it). */
@@ -146,9 +157,9 @@ export class JobChannels {
     return this.leadership.holdsLease();
   }
 
-  private async fenced(write: Promise<void>): Promise<void> {
+  private async fenced<T>(write: Promise<T>): Promise<T> {
     try {
-      await write;
+      return await write;
     } catch (err) {
       if (err instanceof FencedWriteError) this.leadership.fenced(err.fence);
       throw err;

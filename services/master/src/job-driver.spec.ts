@@ -1,7 +1,8 @@
 import type { JobSpec } from '#libs/job-spec';
 import type { TaskMessage } from '#libs/messaging';
-import { FencedWriteError } from './errors.js';
+import { FencedWriteError, LostWritesError } from './errors.js';
 import type { JobChannels } from './job-channels.js';
+import type { StoredJob } from './job-store.js';
 import { JobDriver } from './job-driver.js';
 import { planTasks } from './task-plan.js';
 import { TaskQueue, type QueueChange, type TaskQueueOptions } from './task-queue.js';
@@ -9,16 +10,34 @@ import { TaskQueue, type QueueChange, type TaskQueueOptions } from './task-queue
 const OPTIONS: TaskQueueOptions = { maxTaskFailures: 1, timeout: { floorMs: 1000, multiplier: 3, window: 20 } };
 const SPEC = { id: 'job-a', trainers: { min: 1, max: 4 }, training: { chunksPerTask: 1 } } as unknown as JobSpec;
 
-/** Channels that record what goes out, in order; `refuse` makes every Redis write fail at the fence. */
+/**
+ * Channels that record what goes out, in order, with the write count each Redis write follows.
+ * `refuse` makes every write fail at the fence; `lost` makes Redis hold that many writes of the
+ * job (fewer than the driver made), so the next transition finds the count off.
+ */
 class RecordingChannels {
   readonly calls: string[] = [];
   readonly fences: string[] = [];
   refuse = false;
+  writes = 1;
+  lost: number | undefined;
 
-  async persist(_jobId: string, change: QueueChange, fence: string): Promise<void> {
+  async persist(_jobId: string, change: QueueChange, fence: string, writes: number): Promise<number> {
     this.fences.push(fence);
     if (this.refuse) throw new FencedWriteError('job-a', fence);
-    this.calls.push(`persist ${change.tasks.map((t) => `${t.taskId}:${t.status}`).join(',')}`);
+    if (this.lost !== undefined) throw new LostWritesError('job-a', writes, this.lost);
+    expect(writes).toBe(this.writes);
+    this.calls.push(`persist@${writes} ${change.tasks.map((t) => `${t.taskId}:${t.status}`).join(',')}`);
+    return ++this.writes;
+  }
+
+  async rewrite(job: StoredJob & { writes: number }, fence: string): Promise<number> {
+    this.fences.push(fence);
+    const pending = job.queue.tasks.filter((t) => t.status === 'pending').map((t) => t.taskId);
+    this.calls.push(`rewrite@${job.writes} pending ${pending.join(',')}`);
+    this.lost = undefined;
+    this.writes = job.writes + 1;
+    return this.writes;
   }
 
   async publishTask(task: TaskMessage): Promise<void> {
@@ -38,14 +57,14 @@ function driver(channels: RecordingChannels): JobDriver {
     1,
   );
   const queue = TaskQueue.create({ jobId: 'job-a', runId: 'r', taskCount: plan.length, startedAt: 0 }, OPTIONS);
-  return new JobDriver(SPEC, plan, queue, channels as unknown as JobChannels, OPTIONS, '7:master-a:abcdef');
+  return new JobDriver(SPEC, plan, queue, channels as unknown as JobChannels, OPTIONS, '7:master-a:abcdef', 3, 1);
 }
 
 describe('job driver', () => {
   test('job driver - a dispatch is persisted, under the term fence, before its task message goes out', async () => {
     const channels = new RecordingChannels();
     await driver(channels).tick(1);
-    expect(channels.calls).toEqual(['persist 0:pending,1:pending', 'publish 0', 'publish 1']);
+    expect(channels.calls).toEqual(['persist@1 0:pending,1:pending', 'publish 0', 'publish 1']);
     expect(new Set(channels.fences)).toEqual(new Set(['7:master-a:abcdef']));
   });
 
@@ -54,5 +73,26 @@ describe('job driver', () => {
     channels.refuse = true;
     await expect(driver(channels).tick(1)).rejects.toThrow(FencedWriteError);
     expect(channels.calls).toEqual([]);
+  });
+
+  test('job driver - when Redis lost writes it answered, the state in memory is written whole and the job goes on', async () => {
+    const channels = new RecordingChannels();
+    const d = driver(channels);
+    await d.tick(1);
+    // Redis comes back holding only the creation: the dispatch of tasks 0 and 1 is gone.
+    channels.lost = 1;
+    await d.tick(2);
+    expect(channels.calls).toEqual([
+      'persist@1 0:pending,1:pending',
+      'publish 0',
+      'publish 1',
+      // The dispatch of task 2 found the count off; memory, with tasks 0-2 pending, was written.
+      'rewrite@2 pending 0,1,2',
+      'publish 2',
+    ]);
+    expect(d.stored()).toMatchObject({ writes: 3, writer: '7:master-a:abcdef', submitSeq: 3 });
+    // The next write follows the rewrite's count.
+    await d.tick(3);
+    expect(channels.calls.at(-2)).toBe('persist@3 3:pending');
   });
 });

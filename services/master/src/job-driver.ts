@@ -11,7 +11,9 @@ import type {
   TaskReport,
   TaskReportReply,
 } from '#libs/messaging';
+import { LostWritesError } from './errors.js';
 import type { JobChannels } from './job-channels.js';
+import type { StoredJob } from './job-store.js';
 import type { MasterConfig } from './master-config.js';
 import { jobListEntry, jobRecord, jobState, jobStatus } from './job-status.js';
 import type { PlannedTask } from './task-plan.js';
@@ -69,6 +71,10 @@ export class JobDriver {
     private readonly options: TaskQueueOptions,
     /** The lease token of the term this driver belongs to; its writes are fenced with it. */
     private readonly fence: string,
+    /** Stream sequence of the spec message the job came from. */
+    private readonly submitSeq: number,
+    /** How many writes of the job Redis had applied when `queue` was read or written. */
+    private writes: number,
   ) {
     this.logger = new Logger(`Job ${spec.id}`);
   }
@@ -113,6 +119,21 @@ export class JobDriver {
   /** When the job stopped (epoch ms), or undefined while it runs. */
   get stoppedAtMs(): number | undefined {
     return this.queue.stoppedAt;
+  }
+
+  /**
+   * The job as this driver last wrote it, with its write count and this term's token as the
+   * writer. Read once the driver has settled, it is what Redis should hold.
+   */
+  stored(): StoredJob & { writes: number; writer: string } {
+    return {
+      spec: this.spec,
+      plan: this.plan as PlannedTask[],
+      submitSeq: this.submitSeq,
+      queue: this.queue.snapshot(),
+      writes: this.writes,
+      writer: this.fence,
+    };
   }
 
   /** Resolves once every operation queued so far has finished. */
@@ -226,11 +247,12 @@ export class JobDriver {
   private async apply<R>(t: Transition<R>): Promise<R> {
     if (t.change !== null) {
       try {
-        await this.channels.persist(this.jobId, t.change, this.fence);
+        this.writes = await this.channels.persist(this.jobId, t.change, this.fence, this.writes);
       } catch (err) {
         // The in-memory queue already moved on; re-read what Redis holds before the next step.
         this.outOfSync = true;
-        throw err;
+        if (!(err instanceof LostWritesError)) throw err;
+        await this.rewrite(err.message);
       }
       const stopped = t.change.job.state === 'stopped' || t.change.job.state === 'failed';
       if (t.change.job.state === 'failed') this.logger.warn(`failed: ${this.queue.detail}`);
@@ -279,13 +301,35 @@ export class JobDriver {
     }
   }
 
+  /**
+   * After a failed write: takes up what Redis holds, the failed write landed or not; unless Redis
+   * holds fewer writes of the job than it answered, when the state in memory is written instead.
+   */
   private async resync(): Promise<void> {
     const stored = await this.channels.store.load(this.jobId);
-    if (stored === undefined) throw new Error(`job ${this.jobId} is no longer in Redis`);
+    const found = stored?.writes ?? 0;
+    if (stored === undefined || found < this.writes) {
+      await this.rewrite(
+        `job ${this.jobId}: Redis holds ${stored ? `${found} writes of the job` : 'nothing of the job'}, it answered ${this.writes}`,
+      );
+      return;
+    }
     this.queue = TaskQueue.restore(stored.queue, this.options);
+    this.writes = found;
     this.outOfSync = false;
     this.logger.warn(
       `state re-read from Redis after a failed write (epoch ${this.queue.epoch}, ${jobState(this.view())})`,
     );
+  }
+
+  /**
+   * Redis lost writes it had answered (a crash of a Redis that does not fsync every write): the
+   * state in memory, which trainers and events already acted on, is written over it whole.
+   * Going back to what Redis holds would dispatch again tasks already trained on.
+   */
+  private async rewrite(why: string): Promise<void> {
+    this.logger.warn(`${why}: Redis lost writes it had answered; writing the job's state from memory`);
+    this.writes = await this.channels.rewrite(this.stored(), this.fence);
+    this.outOfSync = false;
   }
 }

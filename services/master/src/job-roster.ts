@@ -29,11 +29,13 @@ export class JobRoster implements LeaderDuty {
 
   async takeOffice(fence: string): Promise<void> {
     this.fence = fence;
+    const lastTerm = this.drivers;
     this.drivers = new Map();
     this.channels.openRecords();
     const { jobs, errors } = await this.channels.store.loadAll();
     for (const err of errors) this.logger.error(`${err.message}; the job is left out`);
-    for (const job of jobs) {
+    for (const loaded of jobs) {
+      const job = await this.newest(loaded, lastTerm.get(loaded.queue.jobId));
       const driver = this.launch(job);
       if (!driver.running) {
         await this.finishStop(driver).catch((err: Error) =>
@@ -86,8 +88,25 @@ export class JobRoster implements LeaderDuty {
    * @throws FencedWriteError when this master no longer leads.
    */
   async add(job: StoredJob): Promise<JobDriver> {
-    await this.channels.create(job, this.fence);
-    return this.launch(job);
+    const writes = await this.channels.create(job, this.fence);
+    return this.launch({ ...job, writes });
+  }
+
+  /**
+   * The newer of a job as Redis holds it and as this master's last term left it. When that term
+   * wrote the job last and Redis holds fewer of its writes, Redis came back from a crash without
+   * writes it had answered (the lease lapsed during the outage, so this is a new term): the
+   * last term's state, which trainers acted on, is written back and resumed.
+   */
+  private async newest(stored: StoredJob, last: JobDriver | undefined): Promise<StoredJob> {
+    if (last === undefined || last.runId !== stored.queue.runId) return stored;
+    const mine = last.stored();
+    if (stored.writer !== mine.writer || (stored.writes ?? 0) >= mine.writes) return stored;
+    this.logger.warn(
+      `job ${stored.queue.jobId}: Redis holds ${stored.writes ?? 0} writes of it, this master's last term answered ${mine.writes}: Redis lost writes it had answered; resuming from this master's memory`,
+    );
+    const writes = await this.channels.rewrite(mine, this.fence);
+    return { ...mine, writes, writer: this.fence };
   }
 
   /**
@@ -104,7 +123,16 @@ export class JobRoster implements LeaderDuty {
   private launch(job: StoredJob): JobDriver {
     const options = queueOptions(job.spec, this.settings);
     const queue = TaskQueue.restore(job.queue, options);
-    const driver = new JobDriver(job.spec, job.plan, queue, this.channels, options, this.fence);
+    const driver = new JobDriver(
+      job.spec,
+      job.plan,
+      queue,
+      this.channels,
+      options,
+      this.fence,
+      job.submitSeq,
+      job.writes ?? 0,
+    );
     driver.onTaskDone = (durationMs) => this.onTaskDone?.(driver.jobId, durationMs);
     this.drivers.set(driver.jobId, driver);
     return driver;

@@ -4,7 +4,7 @@ import { connectRedis, type RedisConnection } from '#libs/messaging';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CorruptJobStateError, FencedWriteError } from './errors.js';
+import { CorruptJobStateError, FencedWriteError, LostWritesError } from './errors.js';
 import { JobStore } from './job-store.js';
 import { planTasks } from './task-plan.js';
 import { TaskQueue, type TaskQueueOptions } from './task-queue.js';
@@ -98,6 +98,56 @@ describe('job store', () => {
     expect(JSON.parse((await redis.hGet(store.keys('job-f').tasks, '0'))!)).toMatchObject({ status: 'todo' });
     await store.applyTransition('job-f', t.change!, 'token-2');
     expect(JSON.parse((await redis.hGet(store.keys('job-f').tasks, '0'))!)).toMatchObject({ status: 'pending' });
+  });
+
+  test('job store - writes are counted; one after another count is refused, and a rewrite puts the job back whole', async () => {
+    const store = new JobStore(redis, 'count');
+    const { plan, queue } = newJob('job-c', 2);
+    await redis.set(store.leaderKey, 'token-1');
+    let writes = await store.create({ spec: SPEC, plan, submitSeq: 4, queue: queue.snapshot() }, 'token-1');
+    expect(writes).toBe(1);
+    const apply = async (t: { change: Parameters<JobStore['applyTransition']>[1] | null }) => {
+      if (t.change) writes = await store.applyTransition('job-c', t.change, 'token-1', writes);
+    };
+    const d = queue.dispatch(2);
+    await apply(d);
+    for (const task of d.result) await apply(queue.claim({ ...task, trainerId: 't1' }));
+    await apply(queue.report({ ...d.result[0]!, trainerId: 't1', outcome: 'done', samples: 3 }));
+    // What Redis would come back with after a crash that lost every later write.
+    const older = (await store.load('job-c'))!;
+    expect(older).toMatchObject({ writes, writer: 'token-1' });
+    await apply(queue.report({ ...d.result[1]!, trainerId: 't1', outcome: 'done', samples: 3 }));
+    await apply(queue.dispatch(1));
+    expect(queue.epoch).toBe(1);
+    const answered = writes;
+    await store.rewrite({ ...older, writes: older.writes! - 1 }, 'token-1');
+
+    // The next transition names the count the master made: refused, and nothing changes.
+    await expect(
+      store.applyTransition('job-c', { job: { samples: 99 }, tasks: [] }, 'token-1', answered),
+    ).rejects.toThrow(new LostWritesError('job-c', answered, older.writes!));
+    expect(comparable(TaskQueue.restore((await store.load('job-c'))!.queue, OPTIONS, clock))).toEqual(
+      comparable(TaskQueue.restore(older.queue, OPTIONS, clock)),
+    );
+
+    // Written whole from memory: the closed epoch counts each task once, its summary is back.
+    const rewritten = await store.rewrite(
+      { spec: SPEC, plan, submitSeq: 4, queue: queue.snapshot(), writes: answered },
+      'token-1',
+    );
+    expect(rewritten).toBe(answered + 1);
+    const back = (await store.load('job-c'))!;
+    expect(back).toMatchObject({ writes: answered + 1, writer: 'token-1', submitSeq: 4 });
+    expect(comparable(TaskQueue.restore(back.queue, OPTIONS, clock))).toEqual(comparable(queue));
+    expect(back.queue.epochs.find((e) => e.epoch === 0)).toEqual({
+      epoch: 0,
+      done: 2,
+      discarded: 0,
+      doneCounts: { 0: 1, 1: 1 },
+    });
+    await expect(
+      store.applyTransition('job-c', { job: { samples: 9 }, tasks: [] }, 'token-1', rewritten),
+    ).resolves.toBe(rewritten + 1);
   });
 
   test('job store - creating a job again replaces what the earlier one left', async () => {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { JobSpec } from '#libs/job-spec';
 import type { EpochAccounting, RedisConnection, StopReason } from '#libs/messaging';
-import { CorruptJobStateError, FencedWriteError } from './errors.js';
+import { CorruptJobStateError, FencedWriteError, LostWritesError } from './errors.js';
 import type { PlannedTask } from './task-plan.js';
 import {
   KEPT_EPOCHS,
@@ -19,6 +19,14 @@ export interface StoredJob {
   /** Stream sequence of the spec message the job came from, so a redelivery is recognised. */
   submitSeq: number;
   queue: QueueSnapshot;
+  /**
+   * How many writes Redis has applied to the job: its creation and every transition since, as
+   * read back (absent on a job not written yet). Each write names the count it expects, so a
+   * Redis that comes back from a crash without writes it answered is found out.
+   */
+  writes?: number;
+  /** The fencing token of the term that wrote the job last ('' when unknown). */
+  writer?: string;
 }
 
 /** A job's lifecycle state and submission, as read without loading the whole job. */
@@ -43,24 +51,40 @@ export interface JobKeys {
 
 /**
  * Applies one change atomically. KEYS: leader, jobs set, job, tasks, epoch summaries, plan,
- * counted epoch, then (creation only) old epoch hashes to drop. ARGV[1]: fencing token or ''
- * (unfenced); ARGV[2]: the change as JSON with every value already a string (Lua's number
- * formatting would mangle large integers). Returns 1, or 0 when the fence is not current.
+ * counted epoch, then (whole writes only) epoch hashes to drop, refilled from `p.counts` in
+ * order. ARGV[1]: fencing token or '' (unfenced); ARGV[2]: the change as JSON with every value
+ * already a string (Lua's number formatting would mangle large integers); ARGV[3]: the job's
+ * write count this change follows, or '' to apply it whatever the count; ARGV[4]: the count
+ * after it, or '' to count one more write. A whole write (`p.whole`: a creation, or the job rewritten from the master's memory)
+ * replaces the job, its tasks, its plan and the listed epochs; a creation drops the summaries
+ * too. Returns the job's write count after the change; 0 when the fence is not current; `{2, count}` when the job's write count is
+ * not ARGV[3].
  */
 const APPLY_SCRIPT = `
 if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[3] ~= '' then
+  local writes = redis.call('HGET', KEYS[3], 'writes') or '0'
+  if writes ~= ARGV[3] then return {2, writes} end
+end
 local p = cjson.decode(ARGV[2])
-if p.create then
+if p.whole then
   for i = 8, #KEYS do redis.call('DEL', KEYS[i]) end
-  redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+  redis.call('DEL', KEYS[3], KEYS[4], KEYS[6])
+  if p.create then redis.call('DEL', KEYS[5]) end
   redis.call('SET', KEYS[6], p.plan)
   redis.call('SADD', KEYS[2], p.jobId)
+  for i, counts in ipairs(p.counts or {}) do
+    for id, c in pairs(counts) do redis.call('HSET', KEYS[7 + i], id, c) end
+  end
+  for epoch, value in pairs(p.summaries or {}) do redis.call('HSET', KEYS[5], epoch, value) end
 end
 for field, value in pairs(p.job) do redis.call('HSET', KEYS[3], field, value) end
 for id, value in pairs(p.tasks) do redis.call('HSET', KEYS[4], id, value) end
 if p.counted then redis.call('HINCRBY', KEYS[7], p.counted, 1) end
 if p.closed then redis.call('HSET', KEYS[5], p.closed.epoch, p.closed.value) end
-return 1
+if ARGV[4] == '' then redis.call('HINCRBY', KEYS[3], 'writes', 1) else redis.call('HSET', KEYS[3], 'writes', ARGV[4]) end
+redis.call('HSET', KEYS[3], 'writer', ARGV[1])
+return tonumber(redis.call('HGET', KEYS[3], 'writes'))
 `;
 const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
 
@@ -81,9 +105,16 @@ const REMOVE_SHA = createHash('sha1').update(REMOVE_SCRIPT).digest('hex');
 
 /** The script's payload: every value a string. */
 interface ApplyPayload {
+  /** A creation or a rewrite: the job replaced whole. */
+  whole?: boolean;
+  /** A creation: earlier epoch summaries dropped too. */
   create?: boolean;
   jobId?: string;
   plan?: string;
+  /** Done counts of the epochs whose hashes follow the counted epoch's key, in that order. */
+  counts?: Record<string, string>[];
+  /** Summaries of finished epochs, by epoch. */
+  summaries?: Record<string, string>;
   job: Record<string, string>;
   tasks: Record<string, string>;
   counted?: string;
@@ -148,37 +179,55 @@ export class JobStore {
 
   /**
    * Writes a new job (replacing whatever an earlier job of the same id left) in one atomic step.
+   * Resolves to the job's write count, which the next transition names.
    * @throws FencedWriteError when `fence` is given and is not the current leader token.
    */
-  async create(job: StoredJob, fence?: string): Promise<void> {
+  async create(job: StoredJob, fence?: string): Promise<number> {
     const k = this.keys(job.queue.jobId);
     const oldEpoch = await this.redis.hGet(k.job, 'epoch');
     const stale =
       oldEpoch === null || oldEpoch === undefined
         ? []
         : Array.from({ length: Number(oldEpoch) + 1 }, (_, n) => k.epoch(n));
-    const { tasks, epochs: _epochs, ...fields } = job.queue;
+    const payload = { ...wholeJob(job), create: true };
+    return this.run(job.queue.jobId, k, k.epoch(job.queue.epoch), payload, fence, stale, ['', String(CREATED)]);
+  }
+
+  /**
+   * Writes a job whole from the master's memory, over whatever Redis holds of it: its fields,
+   * tasks and plan, and the done counts and summaries of the epochs the queue keeps (summaries
+   * of older epochs stay). For a Redis that lost writes it had answered. Resolves to the job's
+   * write count, `writes` + 1.
+   * @throws FencedWriteError when `fence` is given and is not the current leader token.
+   */
+  async rewrite(job: StoredJob & { writes: number }, fence?: string): Promise<number> {
+    const k = this.keys(job.queue.jobId);
+    const kept = job.queue.epochs;
+    const summaries: Record<string, string> = {};
+    for (const e of kept) {
+      if (e.epoch < job.queue.epoch)
+        summaries[String(e.epoch)] = JSON.stringify({ done: e.done, discarded: e.discarded });
+    }
     const payload: ApplyPayload = {
-      create: true,
-      jobId: job.queue.jobId,
-      plan: JSON.stringify(job.plan),
-      job: fieldStrings({
-        ...fields,
-        spec: JSON.stringify(job.spec),
-        submitSeq: job.submitSeq,
-        taskCount: tasks.length,
-      }),
-      tasks: taskStrings(tasks),
+      ...wholeJob(job),
+      counts: kept.map((e) => Object.fromEntries(Object.entries(e.doneCounts).map(([id, c]) => [id, String(c)]))),
+      summaries,
     };
-    await this.run(job.queue.jobId, k, k.epoch(job.queue.epoch), payload, fence, stale);
+    const epochKeys = kept.map((e) => k.epoch(e.epoch));
+    return this.run(job.queue.jobId, k, k.epoch(job.queue.epoch), payload, fence, epochKeys, [
+      '',
+      String(job.writes + 1),
+    ]);
   }
 
   /**
    * Persists one task-queue transition atomically: job fields, changed tasks, the done count of
-   * a counted task and the summary of a finished epoch.
+   * a counted task and the summary of a finished epoch. `writes`: the job's write count this
+   * transition follows (unchecked when undefined). Resolves to the count after it.
    * @throws FencedWriteError when `fence` is given and is not the current leader token.
+   * @throws LostWritesError when the job's write count in Redis is not `writes`.
    */
-  async applyTransition(jobId: string, change: QueueChange, fence?: string): Promise<void> {
+  async applyTransition(jobId: string, change: QueueChange, fence?: string, writes?: number): Promise<number> {
     const k = this.keys(jobId);
     const payload: ApplyPayload = { job: fieldStrings(change.job), tasks: taskStrings(change.tasks) };
     if (change.counted) payload.counted = String(change.counted.taskId);
@@ -186,7 +235,8 @@ export class JobStore {
       const { epoch, done, discarded } = change.closedEpoch;
       payload.closed = { epoch: String(epoch), value: JSON.stringify({ done, discarded }) };
     }
-    await this.run(jobId, k, k.epoch(change.counted?.epoch ?? 0), payload, fence, []);
+    const counts: [string, string] = writes === undefined ? ['', ''] : [String(writes), String(writes + 1)];
+    return this.run(jobId, k, k.epoch(change.counted?.epoch ?? 0), payload, fence, [], counts);
   }
 
   /**
@@ -276,6 +326,8 @@ export class JobStore {
         plan: JSON.parse(planText) as PlannedTask[],
         submitSeq: Number(fields['submitSeq'] ?? 0),
         queue,
+        writes: fields['writes'] === undefined ? 0 : int(fields, 'writes'),
+        writer: fields['writer'] ?? '',
       };
     } catch (cause) {
       throw new CorruptJobStateError(jobId, (cause as Error).message, { cause });
@@ -308,13 +360,16 @@ export class JobStore {
     payload: ApplyPayload,
     fence: string | undefined,
     extraKeys: string[],
-  ): Promise<void> {
+    [expected, next]: [string, string],
+  ): Promise<number> {
     const options = {
       keys: [this.leaderKey, this.jobsKey, k.job, k.tasks, k.epochs, k.plan, countedEpochKey, ...extraKeys],
-      arguments: [fence ?? '', JSON.stringify(payload)],
+      arguments: [fence ?? '', JSON.stringify(payload), expected, next],
     };
     const reply = await this.script(APPLY_SCRIPT, APPLY_SHA, options);
-    if (Number(reply) !== 1) throw new FencedWriteError(jobId, fence ?? '');
+    if (Array.isArray(reply)) throw new LostWritesError(jobId, Number(expected), Number(reply[1]));
+    if (Number(reply) === 0) throw new FencedWriteError(jobId, fence ?? '');
+    return Number(reply);
   }
 
   /** Runs a script by its digest, loading it first when Redis does not have it. */
@@ -326,6 +381,21 @@ export class JobStore {
       return this.redis.eval(source, options);
     }
   }
+}
+
+/** A job's write count right after its creation. */
+const CREATED = 1;
+
+/** The parts of a whole write that a creation and a rewrite share: job fields, tasks, plan. */
+function wholeJob(job: StoredJob): ApplyPayload {
+  const { tasks, epochs: _epochs, ...fields } = job.queue;
+  return {
+    whole: true,
+    jobId: job.queue.jobId,
+    plan: JSON.stringify(job.plan),
+    job: fieldStrings({ ...fields, spec: JSON.stringify(job.spec), submitSeq: job.submitSeq, taskCount: tasks.length }),
+    tasks: taskStrings(tasks),
+  };
 }
 
 function str(fields: Record<string, string>, name: string): string {
