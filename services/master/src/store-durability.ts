@@ -38,6 +38,6 @@ export class StoreDurabilityCheck implements OnApplicationBootstrap {
       return;
     }
     const warning = durabilityWarning(settings);
-    if (warning !== undefined) this.logger.warn(`${warning}; see README, "Redis"`);
+    if (warning !== undefined) this.logger.warn(`${warning}; see README, "Running on many machines"`);
   }
 }
