@@ -55,10 +55,10 @@ export interface JobKeys {
  * order. ARGV[1]: fencing token or '' (unfenced); ARGV[2]: the change as JSON with every value
  * already a string (Lua's number formatting would mangle large integers); ARGV[3]: the job's
  * write count this change follows, or '' to apply it whatever the count; ARGV[4]: the count
- * after it, or '' to count one more write. A whole write (`p.whole`: a creation, or the job rewritten from the master's memory)
- * replaces the job, its tasks, its plan and the listed epochs; a creation drops the summaries
- * too. Returns the job's write count after the change; 0 when the fence is not current; `{2, count}` when the job's write count is
- * not ARGV[3].
+ * after it, or '' to count one more write. A whole write (`p.whole`: a creation, or the job
+ * rewritten from the master's memory) replaces the job, its tasks, its plan and the listed
+ * epochs; a creation drops the summaries too. Returns the job's write count after the change;
+ * 0 when the fence is not current; `{2, count}` when the job's write count is not ARGV[3].
  */
 const APPLY_SCRIPT = `
 if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -82,9 +82,11 @@ for field, value in pairs(p.job) do redis.call('HSET', KEYS[3], field, value) en
 for id, value in pairs(p.tasks) do redis.call('HSET', KEYS[4], id, value) end
 if p.counted then redis.call('HINCRBY', KEYS[7], p.counted, 1) end
 if p.closed then redis.call('HSET', KEYS[5], p.closed.epoch, p.closed.value) end
-if ARGV[4] == '' then redis.call('HINCRBY', KEYS[3], 'writes', 1) else redis.call('HSET', KEYS[3], 'writes', ARGV[4]) end
+local count = tonumber(ARGV[4])
+if count == nil then count = redis.call('HINCRBY', KEYS[3], 'writes', 1)
+else redis.call('HSET', KEYS[3], 'writes', ARGV[4]) end
 redis.call('HSET', KEYS[3], 'writer', ARGV[1])
-return tonumber(redis.call('HGET', KEYS[3], 'writes'))
+return count
 `;
 const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
 
