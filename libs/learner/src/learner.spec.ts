@@ -1,8 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 import fc from 'fast-check';
+import type { OptimizerSpec } from '#libs/job-spec';
 import { prepareWasmBackend } from './backend.js';
 import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
 import { TfjsLearner, type Batch, type PlainTensor } from './learner.js';
+import { localOptimizerFor, tfjsLocalOptimizer, type LocalOptimizer } from './local-optimizer.js';
 import type { LearnerSpec } from './model-spec.js';
 
 /** Deterministic values in [-1, 1) from a seed (mulberry32). */
@@ -215,7 +217,10 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
   it("learner - delta mode with a local optimizer steps with it: Adam's first step", async () => {
     const rate = 0.01;
     const epsilon = 1e-7;
-    const learner = new TfjsLearner({ mode: 'delta', localOptimizer: () => tf.train.adam(rate, 0.9, 0.999, epsilon) });
+    const learner = new TfjsLearner({
+      mode: 'delta',
+      localOptimizer: () => tfjsLocalOptimizer(tf.train.adam(rate, 0.9, 0.999, epsilon)),
+    });
     const { reference, gradient, delta } = await firstDeltaAndGradient(learner, 11);
     // From zero moments, bias-corrected: m = g, v = g^2, so the step is lr * g / (|g| + epsilon).
     const expected = gradient.map((g) => ({ ...g, data: g.data.map((v) => (-rate * v) / (Math.abs(v) + epsilon)) }));
@@ -228,6 +233,67 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
     ).toBeGreaterThan(1e-4);
     learner.shutdown();
     reference.shutdown();
+  });
+
+  it("learner - delta mode with the job's optimizer: on wasm the SIMD128 kernel on the heap, stepping as TF.js's own over rounds", async () => {
+    const specs: { spec: OptimizerSpec; tfjs: () => LocalOptimizer | undefined }[] = [
+      { spec: { type: 'sgd', learningRate: 0.1, weightDecay: 0 }, tfjs: () => undefined },
+      {
+        spec: { type: 'momentum', learningRate: 0.05, momentum: 0.9, useNesterov: true, weightDecay: 0 },
+        tfjs: () => tfjsLocalOptimizer(tf.train.momentum(0.05, 0.9, true)),
+      },
+      {
+        spec: { type: 'adam', learningRate: 0.01, beta1: 0.8, beta2: 0.99, epsilon: 1e-7, weightDecay: 0 },
+        tfjs: () => tfjsLocalOptimizer(tf.train.adam(0.01, 0.8, 0.99, 1e-7)),
+      },
+      {
+        spec: { type: 'adagrad', learningRate: 0.05, initialAccumulatorValue: 0.1, epsilon: 1e-7, weightDecay: 0 },
+        tfjs: () => tfjsLocalOptimizer(tf.train.adagrad(0.05, 0.1)),
+      },
+      {
+        spec: {
+          type: 'rmsprop',
+          learningRate: 0.01,
+          decay: 0.9,
+          momentum: 0.5,
+          epsilon: 1e-7,
+          centered: false,
+          weightDecay: 0,
+        },
+        tfjs: () => tfjsLocalOptimizer(tf.train.rmsprop(0.01, 0.9, 0.5, 1e-7, false)),
+      },
+    ];
+    for (const { spec, tfjs } of specs) {
+      const made = localOptimizerFor(spec);
+      expect(made?.path).toBe(backendName === 'wasm' ? 'wasm-simd' : spec.type === 'sgd' ? undefined : 'tfjs');
+      made?.dispose();
+      const ours = new TfjsLearner({
+        mode: 'delta',
+        localLearningRate: spec.learningRate,
+        localOptimizer: () => localOptimizerFor(spec),
+      });
+      const theirs = new TfjsLearner({ mode: 'delta', localLearningRate: spec.learningRate, localOptimizer: tfjs });
+      await ours.initialize(MLP_SPEC);
+      await theirs.initialize(MLP_SPEC);
+      let params = await ours.getParams();
+      // Three rounds of two local steps; the optimizer's state carries from one round to the next.
+      for (let round = 0; round < 3; round++) {
+        const deltas: PlainTensor[][] = [];
+        for (const learner of [ours, theirs]) {
+          learner.setParams(params);
+          for (let step = 0; step < 2; step++) await learner.train(makeBatch(MLP_SPEC, 8, 30 + round * 2 + step));
+          deltas.push(await learner.getUpdate());
+        }
+        const [mine, reference] = deltas as [PlainTensor[], PlainTensor[]];
+        let scale = 0;
+        for (const t of reference) for (const v of t.data) scale = Math.max(scale, Math.abs(v));
+        expect(scale).toBeGreaterThan(0);
+        expect(maxAbsDiff(mine, reference)).toBeLessThanOrEqual(1e-4 * scale);
+        params = params.map((p, i) => ({ ...p, data: p.data.map((v, j) => v + reference[i]!.data[j]!) }));
+      }
+      ours.shutdown();
+      theirs.shutdown();
+    }
   });
 
   it('learner - delta mode returns the change made by local SGD steps', async () => {

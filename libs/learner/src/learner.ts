@@ -4,6 +4,7 @@ import { createLossHead, type LossHead } from './loss-head.js';
 import type { LearnerSpec, RecordLayout } from './model-spec.js';
 import { buildModel, modelInputShape } from './models.js';
 import { namedTrainableVariables, type NamedVariable } from './param-names.js';
+import type { LocalOptimizer } from './local-optimizer.js';
 
 /** Element types a {@link PlainTensor} may carry. */
 export type PlainTensorDtype = 'float32' | 'int32' | 'bool';
@@ -111,7 +112,7 @@ export interface TfjsLearnerOptions {
    * `delta` mode: makes the optimizer of the local steps (see `localOptimizerFor`), once per
    * model the learner builds; absent or giving undefined, plain SGD at `localLearningRate`.
    */
-  localOptimizer?: () => tf.Optimizer | undefined;
+  localOptimizer?: () => LocalOptimizer | undefined;
 }
 
 interface Built {
@@ -121,7 +122,7 @@ interface Built {
   inputShape: number[];
   layout: RecordLayout;
   /** `delta` mode: the optimizer of the local steps; undefined for plain SGD. */
-  localOptimizer: tf.Optimizer | undefined;
+  localOptimizer: LocalOptimizer | undefined;
 }
 
 /**
@@ -136,7 +137,7 @@ export class TfjsLearner implements Learner {
   private built: Built | undefined;
   private readonly mode: UpdateMode;
   private readonly localLearningRate: number;
-  private readonly makeLocalOptimizer: (() => tf.Optimizer | undefined) | undefined;
+  private readonly makeLocalOptimizer: (() => LocalOptimizer | undefined) | undefined;
   /** gradient mode: the example-weighted mean gradient since the update started. */
   private meanGradients: tf.Tensor[] | undefined;
   /** delta mode: the parameters when the update started. */
@@ -247,7 +248,7 @@ export class TfjsLearner implements Learner {
     } else {
       const optimizer = built.localOptimizer;
       tf.tidy(() => {
-        if (optimizer) optimizer.applyGradients(vars.map((v, i) => ({ name: v.name, tensor: grads[i]! })));
+        if (optimizer) optimizer.applyGradients(vars, grads);
         else vars.forEach((v, i) => v.assign(tf.sub(v, tf.mul(grads[i]!, this.localLearningRate))));
       });
       tf.dispose(grads);

@@ -1,28 +1,91 @@
 import * as tf from '@tensorflow/tfjs';
 import { LOCAL_OPTIMIZER_TYPES, type OptimizerSpec } from '#libs/job-spec';
+import { SIMD_OPTIMIZER_KERNELS, getOptimizerKernel, resolveHyperparams } from '#libs/optimizer';
+import { WasmHeapOptimizer } from './kernels/heap-optimizer.js';
+import { simdKernelsFor } from './kernels/kernel-path.js';
+import type { WasmHeapBackend } from './kernels/wasm-heap.js';
+
+/** How a `local` trainer's optimizer runs. */
+export type LocalOptimizerPath = 'wasm-simd' | 'tfjs';
 
 /**
- * The TF.js optimizer a `local` trainer steps its own copy with, as the job's optimizer spec
- * describes it; undefined for `sgd`, which the learner steps itself (a plain `w -= lr * g`).
- * Its state (momenta, moment estimates) lives on the trainer and carries over from one round
- * to the next, as in local Adam.
- * @throws RangeError for an optimizer without a TF.js counterpart.
+ * The optimizer a `local` trainer steps its own copy with. Its state (momenta, moment
+ * estimates) lives on the trainer and carries over from one round to the next, as in local Adam.
  */
-export function localOptimizerFor(spec: OptimizerSpec): tf.Optimizer | undefined {
+export interface LocalOptimizer {
+  /**
+   * `wasm-simd`: the parameter servers' SIMD128 kernel, run on the wasm backend's heap;
+   * `tfjs`: TensorFlow.js's own optimizer (other backends, or the plain JavaScript kernel path).
+   */
+  readonly path: LocalOptimizerPath;
+  /** One update of every variable from its gradient. */
+  applyGradients(variables: readonly tf.Variable[], gradients: readonly tf.Tensor[]): void;
+  dispose(): void;
+}
+
+/** A TF.js optimizer as a {@link LocalOptimizer}. */
+export function tfjsLocalOptimizer(optimizer: tf.Optimizer): LocalOptimizer {
+  return {
+    path: 'tfjs',
+    applyGradients: (variables, gradients) =>
+      optimizer.applyGradients(variables.map((v, i) => ({ name: v.name, tensor: gradients[i]! }))),
+    dispose: () => optimizer.dispose(),
+  };
+}
+
+/**
+ * The optimizer of a `local` trainer's steps, as the job's optimizer spec describes it. On the
+ * wasm backend with our SIMD128 kernels on, the parameter servers' own kernel stepping the
+ * variables in place (the same float32 arithmetic, one call per variable); elsewhere TF.js's
+ * counterpart, or undefined for `sgd` (the learner then steps `w -= lr * g` itself).
+ * @throws RangeError for an optimizer a trainer cannot run (see `LOCAL_OPTIMIZER_TYPES`).
+ */
+export function localOptimizerFor(spec: OptimizerSpec): LocalOptimizer | undefined {
+  if (!LOCAL_OPTIMIZER_TYPES.includes(spec.type)) {
+    throw new RangeError(
+      `optimizer ${spec.type} cannot run on a trainer; local mode takes ${LOCAL_OPTIMIZER_TYPES.join(', ')}`,
+    );
+  }
+  return onWasmHeap(spec) ?? tfjsOptimizerFor(spec);
+}
+
+/** The SIMD128 kernel on the wasm backend's heap, or undefined where it cannot run. */
+function onWasmHeap(spec: OptimizerSpec): LocalOptimizer | undefined {
+  if (tf.getBackend() !== 'wasm') return undefined;
+  const backend = tf.backend() as unknown as WasmHeapBackend;
+  // The kernel path of the learner's own kernels: `TRIBUTARY_KERNELS=js` and a backend memory
+  // our modules cannot import turn both off.
+  if (simdKernelsFor(backend) === undefined) return undefined;
+  const kernel = getOptimizerKernel(spec.type);
+  const config = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel === kernel);
+  if (config === undefined) return undefined;
+  const { type: _type, schedule: _schedule, clipNorm: _clipNorm, clipValue: _clipValue, ...hyper } = spec;
+  let optimizer: WasmHeapOptimizer;
+  try {
+    optimizer = new WasmHeapOptimizer(backend, config, resolveHyperparams(kernel, hyper));
+  } catch {
+    return undefined;
+  }
+  return {
+    path: 'wasm-simd',
+    applyGradients: (variables, gradients) => optimizer.applyGradients(variables, gradients),
+    dispose: () => optimizer.dispose(),
+  };
+}
+
+function tfjsOptimizerFor(spec: OptimizerSpec): LocalOptimizer | undefined {
   switch (spec.type) {
-    case 'sgd':
-      return undefined;
     case 'momentum':
-      return tf.train.momentum(spec.learningRate, spec.momentum, spec.useNesterov);
+      return tfjsLocalOptimizer(tf.train.momentum(spec.learningRate, spec.momentum, spec.useNesterov));
     case 'adam':
-      return tf.train.adam(spec.learningRate, spec.beta1, spec.beta2, spec.epsilon);
+      return tfjsLocalOptimizer(tf.train.adam(spec.learningRate, spec.beta1, spec.beta2, spec.epsilon));
     case 'adagrad':
-      return tf.train.adagrad(spec.learningRate, spec.initialAccumulatorValue);
+      return tfjsLocalOptimizer(tf.train.adagrad(spec.learningRate, spec.initialAccumulatorValue));
     case 'rmsprop':
-      return tf.train.rmsprop(spec.learningRate, spec.decay, spec.momentum, spec.epsilon, spec.centered);
-    default:
-      throw new RangeError(
-        `optimizer ${spec.type} cannot run on a trainer; local mode takes ${LOCAL_OPTIMIZER_TYPES.join(', ')}`,
+      return tfjsLocalOptimizer(
+        tf.train.rmsprop(spec.learningRate, spec.decay, spec.momentum, spec.epsilon, spec.centered),
       );
+    default:
+      return undefined;
   }
 }

@@ -37,4 +37,5 @@ export type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
 export type { LearningRateSchedule } from './learning-rate-schedule.js';
 export type { GradientSum, KernelBackend, KernelBackendName } from './kernel-backend.js';
 export type { KernelSelection } from './kernel-selection.js';
+export { unsharedModuleOf } from './simd/simd-kernel.js';
 export type { SimdOptimizerKernel } from './simd/simd-kernel.js';

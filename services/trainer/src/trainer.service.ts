@@ -69,7 +69,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
     const createLearner = (spec: LearnerJob): Learner =>
       usesLearnerThread(this.config.learnerThread, spec)
         ? LearnerThread.learner(this.startLearnerThread(choice), spec)
-        : new TfjsLearner(learnerOptions(spec));
+        : new TfjsLearner(learnerOptions(spec, (line) => this.logger.log(line)));
     // At the normal level: a trainer on a GPU machine that ends up on the CPU must say why.
     for (const reason of backend.skipped) this.logger.log(`backend passed over: ${reason}`);
 

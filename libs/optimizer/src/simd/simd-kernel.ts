@@ -15,3 +15,12 @@ export interface SimdOptimizerKernel {
   /** The export for these hyperparameters and its scalar arguments for step `step`. */
   call(hyper: Readonly<OptimizerHyperparams>, step: number): { entry: string; scalars: number[] };
 }
+
+/**
+ * The same module assembled to import any plain (unshared) memory rather than the kernel heap's
+ * shared one (`npm run build` writes it beside the other as `NAME.unshared.wasm`): what runs
+ * the kernel on another program's memory, such as the TF.js wasm backend's heap.
+ */
+export function unsharedModuleOf(config: SimdOptimizerKernel): URL {
+  return new URL(config.module.href.replace(/\.wasm$/, '.unshared.wasm'));
+}
