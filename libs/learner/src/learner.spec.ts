@@ -4,6 +4,8 @@ import type { OptimizerSpec } from '#libs/job-spec';
 import { prepareWasmBackend } from './backend.js';
 import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
 import { TfjsLearner, type Batch, type PlainTensor } from './learner.js';
+import { chooseKernelPath } from './kernels/kernel-path.js';
+import type { WasmHeapBackend } from './kernels/wasm-heap.js';
 import { localOptimizerFor, tfjsLocalOptimizer, type LocalOptimizer } from './local-optimizer.js';
 import type { LearnerSpec } from './model-spec.js';
 
@@ -293,6 +295,27 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
       }
       ours.shutdown();
       theirs.shutdown();
+    }
+  });
+
+  it('learner - on the plain JavaScript kernel path, local steps run by TF.js and say why', () => {
+    const adam = { type: 'adam', learningRate: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-7, weightDecay: 0 } as const;
+    if (backendName !== 'wasm') {
+      // Off the wasm backend TF.js's optimizer is the way, not a fallback.
+      const made = localOptimizerFor(adam);
+      expect(made?.path).toBe('tfjs');
+      expect(made?.reason).toBeUndefined();
+      made?.dispose();
+      return;
+    }
+    const backend = tf.backend() as unknown as WasmHeapBackend;
+    chooseKernelPath(backend, 'js');
+    try {
+      const made = localOptimizerFor(adam);
+      expect(made).toMatchObject({ path: 'tfjs', reason: 'the plain JavaScript kernel path is in use' });
+      made?.dispose();
+    } finally {
+      chooseKernelPath(backend);
     }
   });
 

@@ -18,6 +18,8 @@ export interface LocalOptimizer {
    * `tfjs`: TensorFlow.js's own optimizer (other backends, or the plain JavaScript kernel path).
    */
   readonly path: LocalOptimizerPath;
+  /** On the `tfjs` path of the wasm backend: why our kernel does not run. */
+  readonly reason?: string;
   /** One update of every variable from its gradient. */
   applyGradients(variables: readonly tf.Variable[], gradients: readonly tf.Tensor[]): void;
   dispose(): void;
@@ -46,25 +48,28 @@ export function localOptimizerFor(spec: OptimizerSpec): LocalOptimizer | undefin
       `optimizer ${spec.type} cannot run on a trainer; local mode takes ${LOCAL_OPTIMIZER_TYPES.join(', ')}`,
     );
   }
-  return onWasmHeap(spec) ?? tfjsOptimizerFor(spec);
+  if (tf.getBackend() !== 'wasm') return tfjsOptimizerFor(spec);
+  const onHeap = onWasmHeap(spec);
+  if (typeof onHeap !== 'string') return onHeap;
+  const fallback = tfjsOptimizerFor(spec);
+  return fallback && { ...fallback, reason: onHeap };
 }
 
-/** The SIMD128 kernel on the wasm backend's heap, or undefined where it cannot run. */
-function onWasmHeap(spec: OptimizerSpec): LocalOptimizer | undefined {
-  if (tf.getBackend() !== 'wasm') return undefined;
+/** The SIMD128 kernel on the wasm backend's heap, or why it cannot run there. */
+function onWasmHeap(spec: OptimizerSpec): LocalOptimizer | string {
   const backend = tf.backend() as unknown as WasmHeapBackend;
   // The kernel path of the learner's own kernels: `TRIBUTARY_KERNELS=js` and a backend memory
   // our modules cannot import turn both off.
-  if (simdKernelsFor(backend) === undefined) return undefined;
+  if (simdKernelsFor(backend) === undefined) return 'the plain JavaScript kernel path is in use';
   const kernel = getOptimizerKernel(spec.type);
   const config = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel === kernel);
-  if (config === undefined) return undefined;
+  if (config === undefined) return `${spec.type} has no SIMD128 kernel`;
   const { type: _type, schedule: _schedule, clipNorm: _clipNorm, clipValue: _clipValue, ...hyper } = spec;
   let optimizer: WasmHeapOptimizer;
   try {
     optimizer = new WasmHeapOptimizer(backend, config, resolveHyperparams(kernel, hyper));
-  } catch {
-    return undefined;
+  } catch (err) {
+    return (err as Error).message;
   }
   return {
     path: 'wasm-simd',

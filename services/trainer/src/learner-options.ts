@@ -17,7 +17,8 @@ export function learnerOptions(
     localLearningRate: spec.optimizer.learningRate,
     localOptimizer: () => {
       const optimizer = localOptimizerFor(spec.optimizer);
-      say?.(`local steps: ${spec.optimizer.type} by ${LOCAL_PATHS[optimizer?.path ?? 'learner']}`);
+      const reason = optimizer?.reason === undefined ? '' : ` (our kernel passed over: ${optimizer.reason})`;
+      say?.(`local steps: ${spec.optimizer.type} by ${LOCAL_PATHS[optimizer?.path ?? 'learner']}${reason}`);
       return optimizer;
     },
   };
