@@ -28,7 +28,7 @@ export {
 export type { FrontedKernel } from './kernels/register.js';
 
 export { DEFAULT_LOCAL_LEARNING_RATE, TfjsLearner } from './learner.js';
-export { localOptimizerFor, tfjsLocalOptimizer } from './local-optimizer.js';
+export { localOptimizerFor, tfjsLocalOptimizer, tfjsLocalOptimizerFor } from './local-optimizer.js';
 export type { LocalOptimizer, LocalOptimizerPath } from './local-optimizer.js';
 export type {
   Batch,

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { LOCAL_OPTIMIZER_TYPES, type OptimizerSpec } from '#libs/job-spec';
+import { LOCAL_OPTIMIZER_TYPES, type OptimizerSpec, type RmspropOptimizerSpec } from '#libs/job-spec';
 import { SIMD_OPTIMIZER_KERNELS, getOptimizerKernel, resolveHyperparams } from '#libs/optimizer';
 import { WasmHeapOptimizer } from './kernels/heap-optimizer.js';
 import { simdKernelsFor } from './kernels/kernel-path.js';
@@ -48,10 +48,10 @@ export function localOptimizerFor(spec: OptimizerSpec): LocalOptimizer | undefin
       `optimizer ${spec.type} cannot run on a trainer; local mode takes ${LOCAL_OPTIMIZER_TYPES.join(', ')}`,
     );
   }
-  if (tf.getBackend() !== 'wasm') return tfjsOptimizerFor(spec);
+  if (tf.getBackend() !== 'wasm') return tfjsLocalOptimizerFor(spec);
   const onHeap = onWasmHeap(spec);
   if (typeof onHeap !== 'string') return onHeap;
-  const fallback = tfjsOptimizerFor(spec);
+  const fallback = tfjsLocalOptimizerFor(spec);
   return fallback && { ...fallback, reason: onHeap };
 }
 
@@ -78,7 +78,12 @@ function onWasmHeap(spec: OptimizerSpec): LocalOptimizer | string {
   };
 }
 
-function tfjsOptimizerFor(spec: OptimizerSpec): LocalOptimizer | undefined {
+/**
+ * The optimizer of a `local` trainer's steps in TF.js, whatever the backend: its `tf.train`
+ * counterpart (centered RMSProp in TF.js ops, see {@link centeredRmsprop}), or undefined for
+ * `sgd`.
+ */
+export function tfjsLocalOptimizerFor(spec: OptimizerSpec): LocalOptimizer | undefined {
   switch (spec.type) {
     case 'momentum':
       return tfjsLocalOptimizer(tf.train.momentum(spec.learningRate, spec.momentum, spec.useNesterov));
@@ -87,10 +92,54 @@ function tfjsOptimizerFor(spec: OptimizerSpec): LocalOptimizer | undefined {
     case 'adagrad':
       return tfjsLocalOptimizer(tf.train.adagrad(spec.learningRate, spec.initialAccumulatorValue));
     case 'rmsprop':
-      return tfjsLocalOptimizer(
-        tf.train.rmsprop(spec.learningRate, spec.decay, spec.momentum, spec.epsilon, spec.centered),
-      );
+      if (spec.centered) return centeredRmsprop(spec);
+      return tfjsLocalOptimizer(tf.train.rmsprop(spec.learningRate, spec.decay, spec.momentum, spec.epsilon, false));
     default:
       return undefined;
   }
+}
+
+/**
+ * Centered RMSProp in TF.js ops, as TensorFlow's `ApplyCenteredRMSProp` and the parameter
+ * servers compute it: `tf.train.rmsprop` with `centered` subtracts epsilon under the square root
+ * instead of adding it, which turns a parameter to NaN as soon as its gradient's variance falls
+ * under epsilon (a gradient below about 1e-3 on the first step).
+ */
+function centeredRmsprop(spec: RmspropOptimizerSpec): LocalOptimizer {
+  const slots = new Map<string, tf.Variable[]>();
+  const slotsOf = (variable: tf.Variable): tf.Variable[] => {
+    let kept = slots.get(variable.name);
+    if (kept === undefined) {
+      // Mean square, mean gradient, momentum; variables, which tf.tidy leaves alone.
+      kept = [0, 1, 2].map(() => tf.variable(tf.zerosLike(variable), false));
+      slots.set(variable.name, kept);
+    }
+    return kept;
+  };
+  return {
+    path: 'tfjs',
+    applyGradients(variables, gradients) {
+      variables.forEach((variable, i) => {
+        const grad = gradients[i]!;
+        const [meanSquare, meanGrad, momentum] = slotsOf(variable) as [tf.Variable, tf.Variable, tf.Variable];
+        tf.tidy(() => {
+          const newMeanSquare = tf.add(tf.mul(meanSquare, spec.decay), tf.mul(tf.square(grad), 1 - spec.decay));
+          const newMeanGrad = tf.add(tf.mul(meanGrad, spec.decay), tf.mul(grad, 1 - spec.decay));
+          const denominator = tf.sqrt(tf.add(tf.sub(newMeanSquare, tf.square(newMeanGrad)), spec.epsilon));
+          const newMomentum = tf.add(
+            tf.mul(momentum, spec.momentum),
+            tf.div(tf.mul(grad, spec.learningRate), denominator),
+          );
+          meanSquare.assign(newMeanSquare);
+          meanGrad.assign(newMeanGrad);
+          momentum.assign(newMomentum);
+          variable.assign(tf.sub(variable, newMomentum));
+        });
+      });
+    },
+    dispose() {
+      for (const kept of slots.values()) tf.dispose(kept);
+      slots.clear();
+    },
+  };
 }
