@@ -65,17 +65,11 @@ function onWasmHeap(spec: OptimizerSpec): LocalOptimizer | string {
   const config = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel === kernel);
   if (config === undefined) return `${spec.type} has no SIMD128 kernel`;
   const { type: _type, schedule: _schedule, clipNorm: _clipNorm, clipValue: _clipValue, ...hyper } = spec;
-  let optimizer: WasmHeapOptimizer;
   try {
-    optimizer = new WasmHeapOptimizer(backend, config, resolveHyperparams(kernel, hyper));
+    return new WasmHeapOptimizer(backend, config, resolveHyperparams(kernel, hyper));
   } catch (err) {
     return (err as Error).message;
   }
-  return {
-    path: 'wasm-simd',
-    applyGradients: (variables, gradients) => optimizer.applyGradients(variables, gradients),
-    dispose: () => optimizer.dispose(),
-  };
 }
 
 /**

@@ -7,6 +7,7 @@ import {
 } from '#libs/optimizer';
 import { compileKernelModule, WasmKernelUnavailableError } from '#libs/wasm-simd';
 import { backendMemory, type SimdKernel } from './simd-kernels.js';
+import type { LocalOptimizer } from '../local-optimizer.js';
 import { heapAddress, type WasmHeapBackend } from './wasm-heap.js';
 
 const compiled = new Map<string, WebAssembly.Module>();
@@ -22,7 +23,8 @@ const compiled = new Map<string, WebAssembly.Module>();
  * next and from one round to the next, as TF.js's optimizers keep theirs; `step` counts every
  * update, as their bias corrections do.
  */
-export class WasmHeapOptimizer {
+export class WasmHeapOptimizer implements LocalOptimizer {
+  readonly path = 'wasm-simd';
   private readonly entries = new Map<string, SimdKernel>();
   private readonly slots: readonly string[];
   private readonly state = new Map<string, tf.Tensor[]>();
@@ -48,13 +50,8 @@ export class WasmHeapOptimizer {
     try {
       instance = new WebAssembly.Instance(module, { env: { memory } });
     } catch (cause) {
-      throw new WasmKernelUnavailableError(
-        url.pathname,
-        `cannot import the backend's memory: ${(cause as Error).message}`,
-        {
-          cause,
-        },
-      );
+      const reason = `cannot import the backend's memory: ${(cause as Error).message}`;
+      throw new WasmKernelUnavailableError(url.pathname, reason, { cause });
     }
     for (const name of config.entries) {
       const entry = instance.exports[name];
