@@ -5,8 +5,8 @@ import {
   type OptimizerHyperparams,
   type SimdOptimizerKernel,
 } from '#libs/optimizer';
-import { compileKernelModule, WasmKernelUnavailableError } from '#libs/wasm-simd';
-import { backendMemory, type SimdKernel } from './simd-kernels.js';
+import { compileKernelModule } from '#libs/wasm-simd';
+import { backendMemory, instantiateOnMemory, type SimdKernel } from './simd-kernels.js';
 import type { LocalOptimizer } from '../local-optimizer.js';
 import { heapAddress, type WasmHeapBackend } from './wasm-heap.js';
 
@@ -25,7 +25,7 @@ const compiled = new Map<string, WebAssembly.Module>();
  */
 export class WasmHeapOptimizer implements LocalOptimizer {
   readonly path = 'wasm-simd';
-  private readonly entries = new Map<string, SimdKernel>();
+  private readonly entries: ReadonlyMap<string, SimdKernel>;
   private readonly slots: readonly string[];
   private readonly state = new Map<string, tf.Tensor[]>();
   private step = 0;
@@ -46,19 +46,7 @@ export class WasmHeapOptimizer implements LocalOptimizer {
       module = compileKernelModule(url);
       compiled.set(url.href, module);
     }
-    let instance: WebAssembly.Instance;
-    try {
-      instance = new WebAssembly.Instance(module, { env: { memory } });
-    } catch (cause) {
-      const reason = `cannot import the backend's memory: ${(cause as Error).message}`;
-      throw new WasmKernelUnavailableError(url.pathname, reason, { cause });
-    }
-    for (const name of config.entries) {
-      const entry = instance.exports[name];
-      if (typeof entry !== 'function')
-        throw new WasmKernelUnavailableError(url.pathname, `exports no function ${name}`);
-      this.entries.set(name, entry as SimdKernel);
-    }
+    this.entries = instantiateOnMemory(module, memory, url.pathname, config.entries);
     this.slots = optimizerStateSlots(config.kernel, hyper);
   }
 

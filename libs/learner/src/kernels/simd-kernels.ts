@@ -112,18 +112,37 @@ export function bindSimdKernels(backend: WasmHeapBackend): SimdKernels {
   const kernels = {} as SimdKernels;
   for (const [op, module] of compileAll()) {
     const [file, name] = MODULES[op];
-    let instance: WebAssembly.Instance;
-    try {
-      instance = new WebAssembly.Instance(module, { env: { memory } });
-    } catch (cause) {
-      throw new WasmKernelUnavailableError(file, `cannot import the backend's memory: ${(cause as Error).message}`, {
-        cause,
-      });
-    }
-    const kernel = instance.exports[name];
-    if (typeof kernel !== 'function') throw new WasmKernelUnavailableError(file, `exports no function ${name}`);
-    kernels[op] = kernel as SimdKernel;
+    kernels[op] = instantiateOnMemory(module, memory, file, [name]).get(name)!;
   }
   bound.set(memory, kernels);
+  return kernels;
+}
+
+/**
+ * The functions `names` of `module` (from `file`), instantiated on `memory`, the backend's.
+ *
+ * @throws WasmKernelUnavailableError naming the file: the memory cannot be imported, or a
+ *   function is not exported.
+ */
+export function instantiateOnMemory(
+  module: WebAssembly.Module,
+  memory: WebAssembly.Memory,
+  file: string,
+  names: readonly string[],
+): Map<string, SimdKernel> {
+  let instance: WebAssembly.Instance;
+  try {
+    instance = new WebAssembly.Instance(module, { env: { memory } });
+  } catch (cause) {
+    throw new WasmKernelUnavailableError(file, `cannot import the backend's memory: ${(cause as Error).message}`, {
+      cause,
+    });
+  }
+  const kernels = new Map<string, SimdKernel>();
+  for (const name of names) {
+    const kernel = instance.exports[name];
+    if (typeof kernel !== 'function') throw new WasmKernelUnavailableError(file, `exports no function ${name}`);
+    kernels.set(name, kernel as SimdKernel);
+  }
   return kernels;
 }
