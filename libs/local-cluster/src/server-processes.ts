@@ -24,8 +24,24 @@ export class ServerStartError extends Error {
   override readonly name = 'ServerStartError';
 }
 
-/** Asks the OS for a free loopback TCP port. */
+/** Ports {@link freePort} has handed out in this process. */
+const handedOut = new Set<number>();
+
+/**
+ * Asks the OS for a free loopback TCP port, never one it handed out before in this process:
+ * a port is free again once its probe closes, so two calls in a row (a server's client and
+ * route ports) could otherwise get the same one before either server binds it.
+ */
 export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await probePort();
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
+}
+
+function probePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
