@@ -124,6 +124,38 @@ describe('tensor wire', () => {
     );
   });
 
+  it('tensor wire - tensor data starts on an 8-byte boundary of memory too, for copies out of shared memory', () => {
+    // V8 copies out of a SharedArrayBuffer byte by byte unless the source and the destination
+    // share their alignment; the kernel heap's arrays start on 16-byte boundaries.
+    const heap = new Uint8Array(new SharedArrayBuffer(80_000), 16);
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 70_000 }), fc.nat({ max: 40 }), (n, nameLength) => {
+        const data = heap.subarray(0, n).fill(0xab);
+        data[0] = 0xcd;
+        const tensor: Tensor = { name: 'w'.repeat(nameLength), dtype: DataType.FLOAT32, shape: [n], data, offset: 0 };
+        for (const encoded of [
+          encodePullChunk({ version: 3, tensorCount: 1, tensor }),
+          encodePushChunk({
+            jobId: 'j',
+            trainerId: 't',
+            version: 2,
+            samples: 64,
+            pullWaitMs: 0,
+            pullDtype: 0,
+            round: 1,
+            last: true,
+            tensor,
+          }),
+        ]) {
+          expect((encoded.byteOffset + framedDataOffset(encoded, data) - 5) % 8).toBe(0);
+          expect(Buffer.from(encoded.buffer, encoded.byteOffset + framedDataOffset(encoded, data) - 5, n)).toEqual(
+            Buffer.from(data),
+          );
+        }
+      }),
+    );
+  });
+
   it('tensor wire - an aligned whole tensor is viewed in place, a misaligned one is copied', () => {
     const values = Float32Array.from([1, 2, 3, 4]);
     const tensor: Tensor = {
