@@ -1,14 +1,15 @@
 /**
  * `#libs/optimizer`: the parameter server's math. Optimizer kernels (one file per optimizer,
  * registered in `registry.ts`) as plain JavaScript, their WebAssembly SIMD128 counterparts
- * (`simd/`, registered in `simd/registry.ts`), and the sample-weighted gradient sum of a
- * synchronous step; a {@link KernelBackend} runs either kind, chosen by
+ * (`simd/`, registered in `simd/registry.ts`), the sample-weighted gradient sum of a
+ * synchronous step, and the finite check on gradients; a {@link KernelBackend} runs either kind, chosen by
  * {@link selectKernelBackend}.
  */
 export { adagradKernel } from './adagrad.js';
 export { adamKernel, adamScalars } from './adam.js';
 export { adamwKernel } from './adamw.js';
 export { InvalidHyperparameterError, UnknownOptimizerError } from './errors.js';
+export { allFinite } from './finite-check.js';
 export { Float64GradientSum } from './gradient-sum.js';
 export { jsKernelBackend } from './js-backend.js';
 export { defaultKernelBackend, selectKernelBackend } from './kernel-selection.js';

@@ -1,3 +1,4 @@
+import { allFinite } from './finite-check.js';
 import { Float64GradientSum } from './gradient-sum.js';
 import type { KernelBackend } from './kernel-backend.js';
 
@@ -16,4 +17,5 @@ export const jsKernelBackend: KernelBackend = {
     kernel.apply(out, grad, state, hyper, step);
   },
   gradientSum: (length) => new Float64GradientSum(length),
+  allFinite,
 };

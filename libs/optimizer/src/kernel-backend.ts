@@ -61,4 +61,6 @@ export interface KernelBackend {
   ): void;
   /** An empty gradient sum for a parameter of `length` elements. */
   gradientSum(length: number): GradientSum;
+  /** True when every value of `values` is finite (the check on each gradient a pserver takes). */
+  allFinite(values: Float32Array): boolean;
 }

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { STAGING_CHUNK_ELEMENTS } from '#libs/wasm-simd';
 import {
   Float64GradientSum,
+  allFinite,
   OPTIMIZER_KERNELS,
   SIMD_OPTIMIZER_KERNELS,
   createOptimizerState,
@@ -172,6 +173,32 @@ describe('simd kernels', () => {
         ours.free();
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('simd kernels - the finite check agrees with a value-by-value check, in the heap or staged', () => {
+    const special = fc.constantFrom(NaN, Infinity, -Infinity, -0, 3.4e38, -1.2e-38, 1e-45);
+    const arrays = length.chain((n) =>
+      fc.record({
+        values: fc
+          .array(value, { minLength: Math.min(n, 64), maxLength: Math.min(n, 64) })
+          .map((p) => Float32Array.from({ length: n }, (_, i) => p[i % p.length])),
+        // A few values replaced anywhere, the vector tail and past a staging chunk included.
+        replaced: fc.array(fc.tuple(fc.nat(), special), { maxLength: 3 }),
+        inHeap: fc.boolean(),
+      }),
+    );
+    fc.assert(
+      fc.property(arrays, ({ values, replaced, inHeap }) => {
+        for (const [at, v] of replaced) if (values.length > 0) values[at % values.length] = v;
+        const want = values.every((v) => Number.isFinite(v));
+        const array = copyInto(inHeap, values);
+        expect(simd.allFinite(array)).toBe(want);
+        expect(allFinite(values)).toBe(want);
+        expect(jsKernelBackend.allFinite(values)).toBe(want);
+        simd.free(array);
+      }),
+      { numRuns: 500 },
     );
   });
 

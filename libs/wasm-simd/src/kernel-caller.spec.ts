@@ -81,4 +81,33 @@ describe('kernel caller', () => {
     const args: KernelArgument[] = [1, 2, 3].map(() => ({ array: new Float32Array(4), role: 'in' }));
     expect(() => caller.call('wide', () => undefined, args, 4)).toThrow(/more than 2 arrays outside the kernel heap/);
   });
+  it('kernel caller - a check runs chunk by chunk on a staged array and stops at the first that fails', () => {
+    const caller = new KernelCaller(heap, 4);
+    // A stand-in check: 1 when no value of the chunk is negative; records each chunk it saw.
+    const seen: number[][] = [];
+    const noNegative = (x: number, n: number): number => {
+      const chunk = Array.from(new Float32Array(heap.memory.buffer, x, n));
+      seen.push(chunk);
+      return chunk.every((v) => v >= 0) ? 1 : 0;
+    };
+    expect(caller.test(noNegative, Float32Array.of(0, 1, 2, 3, 4, 5, 6, 7, 8, 9))).toBe(true);
+    expect(seen).toEqual([
+      [0, 1, 2, 3],
+      [4, 5, 6, 7],
+      [8, 9],
+    ]);
+    seen.length = 0;
+    expect(caller.test(noNegative, Float32Array.of(0, 1, 2, 3, 4, -5, 6, 7, 8, 9))).toBe(false);
+    expect(seen).toEqual([
+      [0, 1, 2, 3],
+      [4, -5, 6, 7],
+    ]);
+    seen.length = 0;
+    const inHeap = heap.allocateFloat32(6);
+    inHeap.set([1, 2, 3, 4, 5, -6]);
+    expect(caller.test(noNegative, inHeap)).toBe(false);
+    expect(seen).toEqual([[1, 2, 3, 4, 5, -6]]);
+    heap.free(inHeap);
+    expect(caller.test(noNegative, new Float32Array(0))).toBe(true);
+  });
 });

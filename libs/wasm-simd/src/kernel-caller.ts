@@ -20,9 +20,10 @@ export interface KernelArgument {
 
 /**
  * A kernel export: the byte offset of each array argument, the element count, then its scalars.
- * Kernels work element by element, so an output may be the same array as an input.
+ * Kernels work element by element, so an output may be the same array as an input. A kernel
+ * that writes arrays returns nothing; a check (see `KernelCaller.test`) returns 1 or 0.
  */
-export type KernelEntry = (...args: number[]) => void;
+export type KernelEntry = (...args: number[]) => number | undefined;
 
 interface StagedArray {
   array: HeapArray;
@@ -111,5 +112,22 @@ export class KernelCaller {
       Reflect.apply(entry, undefined, callArgs);
       for (const s of staged) if (s.copyOut) s.array.set(s.slot.subarray(0, n), start);
     }
+  }
+
+  /**
+   * Runs a check export (the byte offset of `array`, its element count; returns 1 or 0) over
+   * `array`, staged a chunk at a time when it lies outside the heap, and stops at the first
+   * chunk that fails. True when every chunk passed (always for an empty array).
+   */
+  test(entry: KernelEntry, array: Float32Array): boolean {
+    if (array.length === 0) return true;
+    if (this.heap.holds(array)) return entry(array.byteOffset, array.length) === 1;
+    const slot = this.slots[0]!.f32;
+    for (let start = 0; start < array.length; start += this.chunkElements) {
+      const n = Math.min(this.chunkElements, array.length - start);
+      slot.set(array.subarray(start, start + n));
+      if (entry(slot.byteOffset, n) !== 1) return false;
+    }
+    return true;
   }
 }

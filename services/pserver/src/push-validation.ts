@@ -1,3 +1,4 @@
+import type { KernelBackend } from '#libs/optimizer';
 import { DataType, dataTypeName, elementCount, isFloatWireType, sameShape } from '#libs/pserver-protocol';
 import {
   AlreadyInitializedError,
@@ -69,7 +70,7 @@ export class PushValidation {
           `init "${t.name}": shape [${t.shape.join(', ')}] but ${t.value.length} values`,
         );
       }
-      requireFinite(t.name, t.value, 'init');
+      requireFinite(this.params.kernels, t.name, t.value, 'init');
     }
   }
 
@@ -94,7 +95,7 @@ export class PushValidation {
       if (g.length !== p.value.length) {
         throw new InvalidTensorError(p.name, `gradient "${p.name}" has ${g.length} values, expected ${p.value.length}`);
       }
-      requireFinite(p.name, g, 'gradient');
+      requireFinite(this.params.kernels, p.name, g, 'gradient');
     }
   }
 
@@ -147,25 +148,12 @@ export function requireTrainer(trainerId: string): void {
   if (!trainerId) throw new InvalidRequestError('trainer_id', 'must not be empty');
 }
 
-function requireFinite(name: string, values: Float32Array, what: string): void {
-  // v * 0 is 0 (or -0) for every finite v and NaN for NaN and the infinities, and a NaN stays in
-  // a sum: four independent sums, without a branch per value, check 1M values in 0.4-0.5 ms
-  // against 1.0-1.1 ms for the loop below, which then finds the first bad one.
-  const n = values.length;
-  const end = n - (n % 4);
-  let s0 = 0;
-  let s1 = 0;
-  let s2 = 0;
-  let s3 = 0;
-  let i = 0;
-  for (; i < end; i += 4) {
-    s0 += values[i]! * 0;
-    s1 += values[i + 1]! * 0;
-    s2 += values[i + 2]! * 0;
-    s3 += values[i + 3]! * 0;
-  }
-  for (; i < n; i++) s0 += values[i]! * 0;
-  if (s0 + s1 + s2 + s3 === 0) return;
+/**
+ * Refuses `values` when one is not finite. The kernels' check (SIMD128 on the kernel heap, or
+ * the plain loop) says whether all are; only then does the loop below look for the first bad one.
+ */
+function requireFinite(kernels: KernelBackend, name: string, values: Float32Array, what: string): void {
+  if (kernels.allFinite(values)) return;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     // v - v is 0 for every finite v and NaN for NaN and the infinities; no global lookups in

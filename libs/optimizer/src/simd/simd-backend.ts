@@ -8,6 +8,7 @@ import {
 } from '#libs/wasm-simd';
 import type { GradientSum, KernelBackend } from '../kernel-backend.js';
 import type { OptimizerHyperparams, OptimizerKernel } from '../kernel.js';
+import { FINITE_CHECK_MODULE } from './finite-check.js';
 import { GRADIENT_SUM_MODULE, SimdGradientSum, type GradientSumEntries } from './gradient-sum.js';
 import { SIMD_OPTIMIZER_KERNELS } from './registry.js';
 import type { SimdOptimizerKernel } from './simd-kernel.js';
@@ -33,6 +34,8 @@ export class SimdKernelBackend implements KernelBackend {
     readonly heap: KernelHeap,
     private readonly kernels: ReadonlyMap<OptimizerKernel, LoadedKernel>,
     private readonly sums: GradientSumEntries,
+    /** The finite check's export (`finite-check.wat`). */
+    private readonly finiteCheck: KernelEntry,
   ) {
     this.caller = new KernelCaller(heap);
   }
@@ -89,10 +92,15 @@ export class SimdKernelBackend implements KernelBackend {
   gradientSum(length: number): GradientSum {
     return new SimdGradientSum(length, this.heap, this.caller, this.sums);
   }
+
+  allFinite(values: Float32Array): boolean {
+    return this.caller.test(this.finiteCheck, values);
+  }
 }
 
 /**
- * Loads every SIMD128 kernel module over a new kernel heap.
+ * Loads every SIMD128 kernel module (the optimizers', the gradient sum's, the finite check's)
+ * over a new kernel heap.
  *
  * @throws WasmKernelUnavailableError naming the module: no SIMD in this runtime, a module not
  *   assembled, not valid, or missing an export.
@@ -104,9 +112,14 @@ export function loadSimdKernelBackend(heap: KernelHeap = new KernelHeap()): Simd
     kernels.set(config.kernel, { config, entries: new Map(config.entries.map((e) => [e, module.entry(e)])) });
   }
   const sums = loadKernelModule(GRADIENT_SUM_MODULE, heap);
-  return new SimdKernelBackend(heap, kernels, {
-    scale: sums.entry('scale'),
-    accumulate: sums.entry('accumulate'),
-    average: sums.entry('average'),
-  });
+  return new SimdKernelBackend(
+    heap,
+    kernels,
+    {
+      scale: sums.entry('scale'),
+      accumulate: sums.entry('accumulate'),
+      average: sums.entry('average'),
+    },
+    loadKernelModule(FINITE_CHECK_MODULE, heap).entry('allFinite'),
+  );
 }
