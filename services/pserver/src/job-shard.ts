@@ -302,7 +302,12 @@ export class JobShard {
     this.timing.opened();
     // Elastic differences are summed, each trainer's alike (see `stepRound`).
     this.barrier.add(trainerId, this.settings.elastic ? 1 : samples, gradients, ahead);
-    this.maybeStep();
+    try {
+      this.maybeStep();
+    } finally {
+      // The barrier borrowed the gradients until now (a round of one steps with them as they are).
+      this.barrier.settle();
+    }
     return { version: this.version, accepted: true };
   }
 

@@ -169,4 +169,58 @@ describe('sync barrier', () => {
     expect(b.ready(0)).toBe(true);
     expect(b.take().average.size).toBe(0);
   });
+
+  it('sync barrier - a round of one steps with the contribution itself, unsummed', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    const pushed = grads([0.1, -3e-39, 7]);
+    b.add('a', 37, pushed);
+    const { average, samples, contributors } = b.take();
+    expect(average.get('w')).toBe(pushed.get('w'));
+    expect({ samples, contributors }).toEqual({ samples: 37, contributors: ['a'] });
+  });
+
+  it('sync barrier - a borrowed first contribution is summed by settle, so its arrays may change after', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    b.join('b', 0);
+    const first = grads([1, 2]);
+    b.add('a', 1, first);
+    b.settle();
+    first.get('w')!.fill(100);
+    b.add('b', 3, grads([5, 6]));
+    expect(Array.from(b.take().average.get('w')!)).toEqual([4, 5]);
+  });
+
+  it('sync barrier - a first contribution not yet settled is summed when the second comes', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    b.join('b', 0);
+    b.add('a', 1, grads([1]));
+    b.add('b', 1, grads([3]));
+    b.settle();
+    expect(Array.from(b.take().average.get('w')!)).toEqual([2]);
+  });
+
+  it('sync barrier - a round of one averages to its contribution exactly, whatever its examples', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.float({ noNaN: true, noDefaultInfinity: true }), { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 1, max: 2 ** 28 }),
+        (values, samples) => {
+          const settled = new SyncBarrier();
+          settled.join('a', 0);
+          settled.add('a', samples, grads(values));
+          // Summing the one contribution, as a round with more would, gives the same values.
+          settled.settle();
+          const summed = settled.take().average.get('w')!;
+          const sole = new SyncBarrier();
+          sole.join('a', 0);
+          sole.add('a', samples, grads(values));
+          const taken = sole.take().average.get('w')!;
+          for (let i = 0; i < values.length; i++) expect(taken[i] === summed[i]).toBe(true);
+        },
+      ),
+    );
+  });
 });

@@ -5,6 +5,11 @@ interface Round {
   readonly contributors: Set<string>;
   readonly sums: Map<string, GradientSum>;
   samples: number;
+  /**
+   * The round's only contribution so far, borrowed rather than summed (see `add`): the average
+   * of one contribution is that contribution, so a round that steps with one needs no sum.
+   */
+  sole: { gradients: ReadonlyMap<string, Float32Array>; samples: number } | undefined;
 }
 
 /**
@@ -28,6 +33,10 @@ interface Round {
  *   float64 (by the kernel backend's gradient sums: SIMD128 over the kernel heap, or plain
  *   loops), so the average is rounded to float32 once whichever runs. The sums and the average
  *   arrays are kept from one version to the next; `dispose` gives them back.
+ * - A round's first contribution is borrowed, not summed, until the pushing call ends
+ *   (`settle`): a round that steps with that one contribution alone (one trainer, or a quorum of
+ *   one) takes it as its average, which is exact (`g * n / n` is `g` in float64), and skips a
+ *   pass over the sums and one over the average (2.3 ms per 4 MiB round here).
  */
 export class SyncBarrier {
   /** Member id → first version whose quorum includes it. */
@@ -92,21 +101,28 @@ export class SyncBarrier {
   /**
    * Adds one trainer's gradients, weighted by `samples`, to the version `ahead` past the open
    * one. The caller has checked names, sizes and values; every contribution must carry the same
-   * parameters.
+   * parameters. The first contribution to a round is borrowed: `gradients` must stay unchanged
+   * until the caller's `take` or `settle`, whichever comes first, which it calls before it gives
+   * the arrays up.
    */
   add(trainerId: string, samples: number, gradients: ReadonlyMap<string, Float32Array>, ahead = 0): void {
     const round = this.round(ahead);
     if (round.contributors.has(trainerId)) throw new Error(`trainer ${trainerId} already contributed`);
-    for (const [name, g] of gradients) {
-      let sum = round.sums.get(name);
-      if (!sum) {
-        sum = this.kernels.gradientSum(g.length);
-        round.sums.set(name, sum);
-      }
-      sum.add(g, samples);
+    if (round.contributors.size === 0) round.sole = { gradients, samples };
+    else {
+      this.sumSole(round);
+      this.sum(round, gradients, samples);
     }
     round.contributors.add(trainerId);
     round.samples += samples;
+  }
+
+  /**
+   * Sums every borrowed contribution, so that the arrays `add` borrowed may change; the
+   * pushing call ends with it.
+   */
+  settle(): void {
+    for (const round of this.rounds) this.sumSole(round);
   }
 
   /** True when the open version (`version`) can step; see the class comment. */
@@ -135,6 +151,10 @@ export class SyncBarrier {
     const round = this.rounds.shift();
     const average = new Map<string, Float32Array>();
     if (round === undefined) return { average, samples: 0, contributors: [] };
+    if (round.sole !== undefined) {
+      for (const [name, g] of round.sole.gradients) average.set(name, g);
+      return this.taken(round, average);
+    }
     for (const [name, sum] of round.sums) {
       if (sum.contributions === 0) continue;
       let avg = this.averages.get(name);
@@ -145,10 +165,7 @@ export class SyncBarrier {
       sum.averageInto(avg, round.samples);
       average.set(name, avg);
     }
-    const result = { average, samples: round.samples, contributors: [...round.contributors] };
-    this.empty(round);
-    this.spare.push(round);
-    return result;
+    return this.taken(round, average);
   }
 
   /** Drops the contributions to every version. */
@@ -167,18 +184,50 @@ export class SyncBarrier {
     this.averages.clear();
   }
 
+  /** What `take` returns for `round`, whose average is `average`; the round is emptied. */
+  private taken(
+    round: Round,
+    average: Map<string, Float32Array>,
+  ): { average: Map<string, Float32Array>; samples: number; contributors: string[] } {
+    const result = { average, samples: round.samples, contributors: [...round.contributors] };
+    this.empty(round);
+    this.spare.push(round);
+    return result;
+  }
+
   /** The round `ahead` versions past the open one, made (from a spare one) when missing. */
   private round(ahead: number): Round {
     if (!Number.isInteger(ahead) || ahead < 0) throw new Error(`cannot contribute ${ahead} versions ahead`);
     while (this.rounds.length <= ahead) {
-      this.rounds.push(this.spare.pop() ?? { contributors: new Set(), sums: new Map(), samples: 0 });
+      this.rounds.push(this.spare.pop() ?? { contributors: new Set(), sums: new Map(), samples: 0, sole: undefined });
     }
     return this.rounds[ahead]!;
+  }
+
+  /** Adds `gradients * samples` to the round's sums. */
+  private sum(round: Round, gradients: ReadonlyMap<string, Float32Array>, samples: number): void {
+    for (const [name, g] of gradients) {
+      let sum = round.sums.get(name);
+      if (!sum) {
+        sum = this.kernels.gradientSum(g.length);
+        round.sums.set(name, sum);
+      }
+      sum.add(g, samples);
+    }
+  }
+
+  /** Sums the round's borrowed contribution, if it has one. */
+  private sumSole(round: Round): void {
+    if (round.sole === undefined) return;
+    const { gradients, samples } = round.sole;
+    round.sole = undefined;
+    this.sum(round, gradients, samples);
   }
 
   private empty(round: Round): void {
     for (const sum of round.sums.values()) sum.reset();
     round.contributors.clear();
     round.samples = 0;
+    round.sole = undefined;
   }
 }
