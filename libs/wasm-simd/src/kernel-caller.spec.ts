@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { KernelArgumentError, KernelCaller, KernelHeap, type KernelArgument } from './index.js';
+import { KernelArgumentError, KernelCaller, KernelHeap, type KernelArgument, type KernelEntry } from './index.js';
 
 const heap = new KernelHeap();
 
@@ -50,7 +50,7 @@ describe('kernel caller', () => {
             { array: place(where.x, x), role: 'in' },
             { array: place(accInHeap, acc), role: 'inout' },
           ];
-          caller.call('test', kernel as (...args: number[]) => void, args, n, [0.5]);
+          caller.call('test', kernel as KernelEntry, args, n, [0.5]);
           expect(Array.from(out)).toEqual(Array.from(want.out));
           expect(Array.from(args[3].array)).toEqual(Array.from(want.acc));
           for (const array of new Set(args.map((a) => a.array)))
