@@ -145,7 +145,9 @@ export class SyncBarrier {
    * The weighted average of the open version's contributions (empty when there were none),
    * which are then cleared; the next version becomes the open one. The average arrays belong to
    * the barrier: they are valid until the next `take` or `dispose`, long enough for the step
-   * that applies them.
+   * that applies them. A round of one borrowed contribution averages to that contribution's
+   * own arrays; it can only be taken within the pushing call that lent them (each ends with
+   * `settle`), which is when its step runs.
    */
   take(): { average: Map<string, Float32Array>; samples: number; contributors: string[] } {
     const round = this.rounds.shift();
