@@ -46,7 +46,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   },
   {
     name: 'exchange',
-    about: 'push + pull of a 4 MiB model through one pserver vs raw loopback TCP',
+    about: 'push + pull of a 4 MiB model through one pserver vs raw loopback TCP (and HTTP/2 and gRPC alone)',
     quick: true,
     run: async (say) => (await import('./exchange/exchange.js')).runExchangeBench(say),
   },

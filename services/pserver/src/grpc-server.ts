@@ -588,7 +588,7 @@ function* lastMarked<T>(items: Iterable<T>): Generator<[T, boolean]> {
  * `grpc-node.flow_control_window` to clients only (grpc/grpc-node#3058), so this reaches its
  * HTTP/2 servers, which are private; when that fails the server runs with the default windows.
  */
-function widenReceiveWindows(server: Server, bytes: number): void {
+export function widenReceiveWindows(server: Server, bytes: number): void {
   const http2Servers = (server as unknown as { http2Servers?: unknown }).http2Servers;
   if (!(http2Servers instanceof Map)) return;
   for (const h2 of http2Servers.keys() as Iterable<EventEmitter>) {
