@@ -11,6 +11,7 @@ import { conv2dBackpropFilterConfig } from './conv2d-backprop-filter.js';
 import { conv2dBackpropInputConfig } from './conv2d-backprop-input.js';
 import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop-filter.js';
 import { depthwiseConv2dBackpropInputConfig } from './depthwise-conv2d-backprop-input.js';
+import { identityConfig } from './identity.js';
 import { maxPoolGradConfig } from './max-pool-grad.js';
 
 /**
@@ -24,8 +25,11 @@ export const WASM_MISSING_KERNELS: readonly KernelConfig[] = [
   depthwiseConv2dBackpropInputConfig,
 ];
 
-/** Kernels whose wasm version gives wrong results; ours replace them. */
-export const WASM_REPLACED_KERNELS: readonly KernelConfig[] = [maxPoolGradConfig];
+/**
+ * Kernels whose wasm version gives wrong results (MaxPoolGrad) or copies where it need not
+ * (Identity); ours replace them.
+ */
+export const WASM_REPLACED_KERNELS: readonly KernelConfig[] = [maxPoolGradConfig, identityConfig];
 
 /** A kernel the wasm backend computes right but slowly, and ours that stands in front of it. */
 export interface FrontedKernel {

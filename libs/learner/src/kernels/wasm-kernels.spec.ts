@@ -344,6 +344,49 @@ describe('wasm kernels', () => {
     expect(Array.from(after)).toEqual(Array.from(before));
   });
 
+  it('wasm kernels - a clone shares its memory, which lives until the last tensor on it is disposed', async () => {
+    await tf.setBackend('wasm');
+    // The engine counts bytes per tensor, shared or not; buffers it counts once.
+    const buffers = (): number => tf.memory().numDataBuffers;
+    const before = buffers();
+    const values = randomValues(21, 1000);
+    const x = tf.tensor1d(values);
+    const copy = tf.clone(x);
+    expect(wasmBackend().getMemoryOffset(copy.dataId)).toBe(wasmBackend().getMemoryOffset(x.dataId));
+    expect(buffers()).toBe(before + 1);
+    x.dispose();
+    expect(Array.from(await copy.data())).toEqual(Array.from(values));
+    const again = tf.clone(copy);
+    copy.dispose();
+    expect(Array.from(await again.data())).toEqual(Array.from(values));
+    again.dispose();
+    expect(buffers()).toBe(before);
+    // Strings share as numbers do.
+    const words = tf.tensor1d(['a', 'bc']);
+    const wordsCopy = tf.clone(words);
+    words.dispose();
+    expect(await wordsCopy.data()).toEqual(['a', 'bc']);
+    wordsCopy.dispose();
+    expect(buffers()).toBe(before);
+  });
+
+  it('wasm kernels - gradients through saved tensors (clones) free all their memory', () => {
+    tf.engine().startScope();
+    const w = tf.tidy(() => tf.variable(tf.tensor2d(randomValues(22, 12), [3, 4])));
+    const x = tf.tensor2d(randomValues(23, 6), [2, 3]);
+    const tensorsBefore = tf.memory().numTensors;
+    const buffersBefore = tf.memory().numDataBuffers;
+    for (let i = 0; i < 3; i++) {
+      tf.tidy(() => {
+        const { grads } = tf.variableGrads(() => tf.relu(tf.matMul(x, w)).square().sum() as tf.Scalar);
+        w.assign(tf.sub(w, tf.mul(grads[w.name]!, 0.01)));
+      });
+    }
+    expect(tf.memory().numTensors).toBe(tensorsBefore);
+    expect(tf.memory().numDataBuffers).toBe(buffersBefore);
+    tf.engine().endScope();
+  });
+
   it('wasm kernels - TRIBUTARY_KERNELS=js forces the plain JS path, and says so', async () => {
     await tf.setBackend('wasm');
     const saved = process.env[KERNELS_ENV_VAR];
