@@ -57,6 +57,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./learner/cnn-step.js')).runCnnStepBench(say),
   },
   {
+    name: 'clone',
+    about: "learner step on wasm (MLP, CNN), our Identity sharing a clone's memory vs the wasm build's copy",
+    quick: false,
+    run: async (say) => (await import('./learner/clone-step.js')).runCloneStepBench(say),
+  },
+  {
     name: 'kernels',
     about: 'pserver math over 16M floats: SIMD128 accumulate, sgd, momentum, adam vs plain JS vs a copy',
     quick: true,

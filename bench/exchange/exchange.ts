@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { SERVICE_NODE_FLAGS } from '#libs/local-cluster';
 import { CLIENT_CHANNEL_OPTIONS, FLOW_CONTROL_WINDOW_BYTES } from '#libs/pserver-protocol';
 import { ShardedPserverClient, type ParamInfo, type TensorLike } from '#libs/pserver-client';
-import { benchResult, round, type BenchResult } from '../bench-result.js';
+import { benchResult, median, round, type BenchResult } from '../bench-result.js';
 import { ROOT } from '../cluster/bench-cluster.js';
 import { BARE_STEPS_SERVICE, roundMessages } from './bare-steps.js';
 
@@ -242,12 +242,6 @@ async function megabytesPerSecond(link: Link, windowMs: number): Promise<number>
     rounds += 1;
   }
   return (2 * MODEL_BYTES * rounds) / ((performance.now() - start) / 1000) / 1e6;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** The links, in the order they are opened; the turns rotate through them. */

@@ -24,7 +24,7 @@ import {
   sgdKernel,
   type OptimizerKernel,
 } from '#libs/optimizer';
-import { benchResult, round, type BenchResult } from '../bench-result.js';
+import { benchResult, median, round, type BenchResult } from '../bench-result.js';
 
 /** Elements per array: 16M float32 values, 64 MiB. */
 const ELEMENTS = 16 * 1024 * 1024;
@@ -57,12 +57,6 @@ function filled(array: Float32Array, seed: number, scale = 1): Float32Array {
     array[i] = (x / 2147483648 - 0.5) * scale;
   }
   return array;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 function timed(run: () => void): number {

@@ -8,7 +8,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend, selectWasmKernels, TfjsLearner, type KernelPath } from '#libs/learner';
-import { benchResult, round, type BenchResult } from '../bench-result.js';
+import { benchResult, median, round, type BenchResult } from '../bench-result.js';
 import { measure, randomBatch, WORKLOADS, type Workload } from './train-step.js';
 
 /** Each path is measured this long per round, after its warm-up, in ROUNDS alternating rounds. */
@@ -59,12 +59,6 @@ async function kernelMsPerStep(workload: Workload): Promise<Map<string, number>>
   }
   const names = new Set(steps.flatMap((m) => [...m.keys()]));
   return new Map([...names].map((name) => [name, median(steps.map((m) => m.get(name) ?? 0))]));
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** `name simd | js` per kernel worth showing, then the rest and the totals, in ms per step. */
