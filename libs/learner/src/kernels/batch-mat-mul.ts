@@ -17,13 +17,11 @@ interface BatchMatMulArgs {
 
 /**
  * The product by our SIMD kernel, or undefined where it does not apply (then the backend's):
- * only with an operand transposed, as the backend's untransposed product is already fast, and
  * only for float32 batches that are equal or broadcast from one.
  */
 function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInfo | undefined {
   const { a, b } = inputs;
   const { transposeA, transposeB } = attrs;
-  if (!transposeA && !transposeB) return undefined;
   if (a.dtype !== 'float32' || b.dtype !== 'float32' || a.shape.length < 2 || b.shape.length < 2) return undefined;
   const simd = simdKernelsFor(backend);
   if (simd === undefined) return undefined;
@@ -44,7 +42,7 @@ function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInf
   const outer = broadcast_util.assertAndGetBroadcastShape(outerA, outerB);
   const out = backend.makeOutput([...outer, m, n], 'float32');
   const scratchFloats = (transposeA ? m * k : 0) + (transposeB ? k * n : 0);
-  withScratch(backend, scratchFloats * 4, (scratch) =>
+  const product = (scratch: number): void => {
     simd.batchMatMul(
       heapAddress(backend, a),
       heapAddress(backend, b),
@@ -57,16 +55,22 @@ function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInf
       n,
       transposeA ? 1 : 0,
       transposeB ? 1 : 0,
-    ),
-  );
+    );
+  };
+  if (scratchFloats === 0) product(0);
+  else withScratch(backend, scratchFloats * 4, product);
   return out;
 }
 
 /**
- * `BatchMatMul` for the wasm backend, standing in front of `own`, the backend's kernel: its
- * products with a transposed operand (a dense layer's gradients, x^T dy and dy W^T) are a scalar
- * loop, so on the SIMD path those come from our SIMD128 kernel; untransposed products, and
- * everything on the plain JavaScript path, still go to `own` (whose set-up it keeps).
+ * `BatchMatMul` for the wasm backend, standing in front of `own`, the backend's kernel. On the
+ * SIMD path float32 products come from our SIMD128 kernel: the backend computes those with a
+ * transposed operand (a dense layer's gradients, x^T dy and dy W^T) in a scalar loop, and hands
+ * the others to XNNPACK, which packs the right operand anew whenever it is a new tensor. In
+ * training it is one on every step (a dense layer's kernel after each update), and the packing
+ * made the backend's product of a 64 x 784 batch by a 784 x 128 kernel take 1.1-1.4 ms against
+ * 0.6-0.7 ms for ours; with the same kernel again (inference) the two are as fast. Everything
+ * else, and everything on the plain JavaScript path, goes to `own` (whose set-up it keeps).
  */
 export function batchMatMulConfig(own: KernelConfig): KernelConfig {
   return {

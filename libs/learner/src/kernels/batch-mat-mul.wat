@@ -1,11 +1,12 @@
-;; Batched matrix product with either operand transposed, computed in place on the memory of
-;; TensorFlow.js's wasm backend: out[i] = op(a[i]) x op(b[i]), op transposing where asked, with a
-;; batch of one broadcast against the other. These are the products of a dense layer's backward
-;; pass (x^T dy and dy W^T), which the backend computes with a scalar loop.
+;; Batched matrix product, either operand optionally transposed, computed in place on the memory
+;; of TensorFlow.js's wasm backend: out[i] = op(a[i]) x op(b[i]), op transposing where asked, with
+;; a batch of one broadcast against the other. These are a dense layer's products: x W forward,
+;; and x^T dy and dy W^T backward, which the backend computes with a scalar loop.
 ;;
 ;; A transposed operand is first copied untransposed into scratch memory, so that one product
-;; serves all cases: C[m, n] = sum over k of A[m, k] * B[k, n], row m of C accumulated 16, 8 or 4
-;; columns at a time in registers, broadcasting A[m, k] over a row of B.
+;; serves all cases: C[m, n] = sum over k of A[m, k] * B[k, n], broadcasting A[m, k] over a row
+;; of B. Rows of C go in pairs, 16 columns at a time in eight registers; the columns left over
+;; and an odd last row are accumulated 16, 8 or 4 columns at a time, then one by one.
 (module
   (import "env" "memory" (memory 0))
 
@@ -75,42 +76,103 @@
       (br_if $inner (local.tee $k (i32.sub (local.get $k) (i32.const 1)))))
     (f32.store (local.get $cp) (local.get $a0)))
 
-  ;; C [m, n] = A [m, k] x B [k, n], all row-major; m, k and n at least 1.
-  (func $product (param $a i32) (param $b i32) (param $c i32) (param $m i32) (param $k i32) (param $n i32)
-    (local $row i32) (local $col i32) (local $ap i32) (local $cp i32) (local $bRowBytes i32)
+  ;; Two rows of A (`ap`, and `aRowBytes` further) times 16 columns of B: eight accumulators,
+  ;; so that each load of B serves two rows and the additions of one step do not wait on each
+  ;; other; the results go to `cp` and `cRowBytes` further.
+  (func $rows2columns16 (param $ap i32) (param $bp i32) (param $cp i32) (param $k i32) (param $bRowBytes i32)
+    (param $aRowBytes i32) (param $cRowBytes i32)
+    (local $ap1 i32) (local $s0 v128) (local $s1 v128) (local $b0 v128) (local $b1 v128) (local $b2 v128)
+    (local $b3 v128) (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $a4 v128)
+    (local $a5 v128) (local $a6 v128) (local $a7 v128)
+    (local.set $ap1 (i32.add (local.get $ap) (local.get $aRowBytes)))
+    (loop $inner
+      (local.set $s0 (v128.load32_splat (local.get $ap)))
+      (local.set $s1 (v128.load32_splat (local.get $ap1)))
+      (local.set $b0 (v128.load (local.get $bp)))
+      (local.set $b1 (v128.load offset=16 (local.get $bp)))
+      (local.set $b2 (v128.load offset=32 (local.get $bp)))
+      (local.set $b3 (v128.load offset=48 (local.get $bp)))
+      (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (local.get $s0) (local.get $b0))))
+      (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $s0) (local.get $b1))))
+      (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (local.get $s0) (local.get $b2))))
+      (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (local.get $s0) (local.get $b3))))
+      (local.set $a4 (f32x4.add (local.get $a4) (f32x4.mul (local.get $s1) (local.get $b0))))
+      (local.set $a5 (f32x4.add (local.get $a5) (f32x4.mul (local.get $s1) (local.get $b1))))
+      (local.set $a6 (f32x4.add (local.get $a6) (f32x4.mul (local.get $s1) (local.get $b2))))
+      (local.set $a7 (f32x4.add (local.get $a7) (f32x4.mul (local.get $s1) (local.get $b3))))
+      (local.set $ap (i32.add (local.get $ap) (i32.const 4)))
+      (local.set $ap1 (i32.add (local.get $ap1) (i32.const 4)))
+      (local.set $bp (i32.add (local.get $bp) (local.get $bRowBytes)))
+      (br_if $inner (local.tee $k (i32.sub (local.get $k) (i32.const 1)))))
+    (v128.store (local.get $cp) (local.get $a0))
+    (v128.store offset=16 (local.get $cp) (local.get $a1))
+    (v128.store offset=32 (local.get $cp) (local.get $a2))
+    (v128.store offset=48 (local.get $cp) (local.get $a3))
+    (local.set $cp (i32.add (local.get $cp) (local.get $cRowBytes)))
+    (v128.store (local.get $cp) (local.get $a4))
+    (v128.store offset=16 (local.get $cp) (local.get $a5))
+    (v128.store offset=32 (local.get $cp) (local.get $a6))
+    (v128.store offset=48 (local.get $cp) (local.get $a7)))
+
+  ;; Row `ap` of A times columns `col` to n of B [k, n], into the row of C at `cp`.
+  (func $rowFrom (param $ap i32) (param $b i32) (param $cp i32) (param $k i32) (param $n i32) (param $col i32)
+    (local $bRowBytes i32)
     (local.set $bRowBytes (i32.shl (local.get $n) (i32.const 2)))
+    (block $done16
+      (loop $by16
+        (br_if $done16 (i32.gt_s (i32.add (local.get $col) (i32.const 16)) (local.get $n)))
+        (call $columns16 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+          (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+        (local.set $col (i32.add (local.get $col) (i32.const 16)))
+        (br $by16)))
+    (if (i32.le_s (i32.add (local.get $col) (i32.const 8)) (local.get $n))
+      (then
+        (call $columns8 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+          (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+        (local.set $col (i32.add (local.get $col) (i32.const 8)))))
+    (if (i32.le_s (i32.add (local.get $col) (i32.const 4)) (local.get $n))
+      (then
+        (call $columns4 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+          (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+        (local.set $col (i32.add (local.get $col) (i32.const 4)))))
+    (block $done1
+      (loop $by1
+        (br_if $done1 (i32.ge_s (local.get $col) (local.get $n)))
+        (call $column1 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+          (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
+        (local.set $col (i32.add (local.get $col) (i32.const 1)))
+        (br $by1))))
+
+  ;; C [m, n] = A [m, k] x B [k, n], all row-major; m, k and n at least 1. Rows go in pairs
+  ;; through 16-column blocks, then one at a time through the columns left and an odd last row.
+  (func $product (param $a i32) (param $b i32) (param $c i32) (param $m i32) (param $k i32) (param $n i32)
+    (local $row i32) (local $col i32) (local $ap i32) (local $cp i32) (local $bRowBytes i32) (local $aRowBytes i32)
+    (local.set $bRowBytes (i32.shl (local.get $n) (i32.const 2)))
+    (local.set $aRowBytes (i32.shl (local.get $k) (i32.const 2)))
     (local.set $ap (local.get $a))
     (local.set $cp (local.get $c))
     (local.set $row (i32.const 0))
-    (loop $rows
-      (local.set $col (i32.const 0))
-      (block $done16
-        (loop $by16
-          (br_if $done16 (i32.gt_s (i32.add (local.get $col) (i32.const 16)) (local.get $n)))
-          (call $columns16 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
-            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
-          (local.set $col (i32.add (local.get $col) (i32.const 16)))
-          (br $by16)))
-      (if (i32.le_s (i32.add (local.get $col) (i32.const 8)) (local.get $n))
-        (then
-          (call $columns8 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
-            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
-          (local.set $col (i32.add (local.get $col) (i32.const 8)))))
-      (if (i32.le_s (i32.add (local.get $col) (i32.const 4)) (local.get $n))
-        (then
-          (call $columns4 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
-            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
-          (local.set $col (i32.add (local.get $col) (i32.const 4)))))
-      (block $done1
-        (loop $by1
-          (br_if $done1 (i32.ge_s (local.get $col) (local.get $n)))
-          (call $column1 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
-            (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes))
-          (local.set $col (i32.add (local.get $col) (i32.const 1)))
-          (br $by1)))
-      (local.set $ap (i32.add (local.get $ap) (i32.shl (local.get $k) (i32.const 2))))
-      (local.set $cp (i32.add (local.get $cp) (local.get $bRowBytes)))
-      (br_if $rows (i32.lt_s (local.tee $row (i32.add (local.get $row) (i32.const 1))) (local.get $m)))))
+    (block $pairsDone
+      (loop $pairs
+        (br_if $pairsDone (i32.gt_s (i32.add (local.get $row) (i32.const 2)) (local.get $m)))
+        (local.set $col (i32.const 0))
+        (block $done16
+          (loop $by16
+            (br_if $done16 (i32.gt_s (i32.add (local.get $col) (i32.const 16)) (local.get $n)))
+            (call $rows2columns16 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+              (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes)
+              (local.get $aRowBytes) (local.get $bRowBytes))
+            (local.set $col (i32.add (local.get $col) (i32.const 16)))
+            (br $by16)))
+        (call $rowFrom (local.get $ap) (local.get $b) (local.get $cp) (local.get $k) (local.get $n) (local.get $col))
+        (call $rowFrom (i32.add (local.get $ap) (local.get $aRowBytes)) (local.get $b)
+          (i32.add (local.get $cp) (local.get $bRowBytes)) (local.get $k) (local.get $n) (local.get $col))
+        (local.set $ap (i32.add (local.get $ap) (i32.shl (local.get $aRowBytes) (i32.const 1))))
+        (local.set $cp (i32.add (local.get $cp) (i32.shl (local.get $bRowBytes) (i32.const 1))))
+        (local.set $row (i32.add (local.get $row) (i32.const 2)))
+        (br $pairs)))
+    (if (i32.lt_s (local.get $row) (local.get $m))
+      (then (call $rowFrom (local.get $ap) (local.get $b) (local.get $cp) (local.get $k) (local.get $n) (i32.const 0)))))
 
   ;; a holds batchA matrices, [m, k] or (transposeA) [k, m]; b holds batchB matrices, [k, n] or
   ;; (transposeB) [n, k]; out receives max(batchA, batchB) matrices [m, n]. A batch of 1 is
