@@ -63,6 +63,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./learner/clone-step.js')).runCloneStepBench(say),
   },
   {
+    name: 'matmul',
+    about: 'learner step on wasm (MLP, CNN), untransposed products by our SIMD128 kernel vs the backend (XNNPACK)',
+    quick: false,
+    run: async (say) => (await import('./learner/matmul-step.js')).runMatMulStepBench(say),
+  },
+  {
     name: 'kernels',
     about: 'pserver math over 16M floats: SIMD128 accumulate, sgd, momentum, adam vs plain JS vs a copy',
     quick: true,

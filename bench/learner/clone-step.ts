@@ -1,20 +1,15 @@
 /**
- * `clone`: samples/s of the learner step (`train` + `getUpdate`, as in `train-step`) of the MLP
- * and the CNN on the wasm backend with our `Identity` kernel, which shares a cloned tensor's
- * memory, against the same step with the wasm build's own, which copies it (TF.js clones every
- * tensor a kernel saves for its gradient). Both are measured in this run, in one process, in
- * pairs of short rounds that take turns going first; the ratio is the median of the pairs' ratios
- * (this machine's speed drifts within a minute more than the difference), the figures the
- * medians of the rounds.
+ * `clone`: samples/s of the learner step of the MLP and the CNN on the wasm backend with our
+ * `Identity` kernel, which shares a cloned tensor's memory, against the same step with the wasm
+ * build's own, which copies it (TF.js clones every tensor a kernel saves for its gradient). Both
+ * are measured in this run, in paired rounds (see `paired-kernels`).
  */
-import * as tf from '@tensorflow/tfjs';
 import { Identity, type KernelConfig, type KernelFunc, type TensorInfo } from '@tensorflow/tfjs';
+import * as tf from '@tensorflow/tfjs';
 import { selectBackend, WASM_REPLACED_KERNELS } from '#libs/learner';
-import { benchResult, median, round, type BenchResult } from '../bench-result.js';
-import { measure, WORKLOADS } from './train-step.js';
+import type { BenchResult } from '../bench-result.js';
+import { comparePairedKernels } from './paired-kernels.js';
 
-const ROUND_SECONDS = 0.6;
-const PAIRS = 16;
 /** Target: sharing is no slower than copying. */
 const TARGET_RATIO = 1;
 
@@ -38,52 +33,20 @@ const COPYING: KernelConfig = {
   kernelFunc: copyingIdentity as unknown as KernelFunc,
 };
 
-function useIdentity(config: KernelConfig): void {
-  tf.unregisterKernel(Identity, 'wasm');
-  tf.registerKernel(config);
-}
-
 export async function runCloneStepBench(say: (line: string) => void): Promise<BenchResult[]> {
   await selectBackend('wasm');
   const sharing = WASM_REPLACED_KERNELS.find((k) => k.kernelName === Identity);
   if (sharing === undefined || tf.getKernel(Identity, 'wasm') !== sharing) {
     throw new Error('our Identity kernel is not registered for wasm');
   }
-  const results: BenchResult[] = [];
-  try {
-    for (const workload of WORKLOADS) {
-      const rounds = { copy: [] as number[], share: [] as number[] };
-      for (let pair = 0; pair < PAIRS; pair++) {
-        const order = [
-          ['copy', COPYING],
-          ['share', sharing],
-        ] as const;
-        for (const [path, config] of pair % 2 === 0 ? order : [...order].reverse()) {
-          useIdentity(config);
-          rounds[path].push((await measure(workload, ROUND_SECONDS)).samplesPerSecond);
-        }
-        say(
-          `${workload.label}, pair ${pair + 1}: copy ${Math.round(rounds.copy[pair]!)}, ` +
-            `share ${Math.round(rounds.share[pair]!)} samples/s`,
-        );
-      }
-      const ratios = rounds.share.map((share, i) => share / rounds.copy[i]!);
-      results.push(
-        benchResult({
-          name: `clone: ${workload.label} on wasm, Identity sharing memory vs copying it`,
-          figure: round(median(rounds.share)),
-          unit: 'samples/s',
-          baseline: round(median(rounds.copy)),
-          ratio: median(ratios),
-          target: TARGET_RATIO,
-          detail:
-            `ratio = median of ${PAIRS} paired rounds of ${ROUND_SECONDS} s ` +
-            `(pairs from ${Math.min(...ratios).toFixed(2)} to ${Math.max(...ratios).toFixed(2)}); figures = medians of the rounds`,
-        }),
-      );
-    }
-  } finally {
-    useIdentity(sharing);
-  }
-  return results;
+  return comparePairedKernels(
+    {
+      kernelName: Identity,
+      ours: { label: 'share', config: sharing },
+      baseline: { label: 'copy', config: COPYING },
+      resultName: (label) => `clone: ${label} on wasm, Identity sharing memory vs copying it`,
+      target: TARGET_RATIO,
+    },
+    say,
+  );
 }

@@ -20,6 +20,7 @@ export {
 
 export type { KernelPath, KernelPathInfo } from './kernels/kernel-path.js';
 export {
+  backendKernelBehind,
   registerWasmKernels,
   WASM_FRONTED_KERNELS,
   WASM_MISSING_KERNELS,

@@ -44,7 +44,17 @@ export const WASM_FRONTED_KERNELS: readonly FrontedKernel[] = [
   { kernelName: BatchMatMul, inFrontOf: batchMatMulConfig },
 ];
 
-const fronts = new WeakSet<KernelConfig>();
+/** Each front we registered, and the backend's own kernel behind it. */
+const fronts = new WeakMap<KernelConfig, KernelConfig>();
+
+/**
+ * The wasm backend's own kernel behind our front for `kernelName`, or undefined when no front of
+ * ours is registered for it (as a benchmark needs, to time the backend's kernel against ours).
+ */
+export function backendKernelBehind(kernelName: string): KernelConfig | undefined {
+  const current = getKernel(kernelName, 'wasm');
+  return current === undefined ? undefined : fronts.get(current);
+}
 
 /**
  * Registers {@link WASM_MISSING_KERNELS} where absent, {@link WASM_REPLACED_KERNELS} in place of
@@ -71,7 +81,7 @@ export function registerWasmKernels(): string[] {
     const front = inFrontOf(own);
     unregisterKernel(kernelName, 'wasm');
     registerKernel(front);
-    fronts.add(front);
+    fronts.set(front, own);
     registered.push(kernelName);
   }
   return registered;
