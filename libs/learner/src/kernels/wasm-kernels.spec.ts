@@ -3,7 +3,13 @@ import fc from 'fast-check';
 import { KERNELS_ENV_VAR } from '#libs/wasm-simd';
 import { prepareWasmBackend } from '../backend.js';
 import { chooseKernelPath, simdKernelsFor, type KernelPath } from './kernel-path.js';
-import { registerWasmKernels, WASM_FRONTED_KERNELS, WASM_MISSING_KERNELS, WASM_REPLACED_KERNELS } from './register.js';
+import {
+  backendKernelBehind,
+  registerWasmKernels,
+  WASM_FRONTED_KERNELS,
+  WASM_MISSING_KERNELS,
+  WASM_REPLACED_KERNELS,
+} from './register.js';
 import type { WasmHeapBackend } from './wasm-heap.js';
 
 /** Deterministic values in [-1, 1) from a seed (mulberry32). */
@@ -159,6 +165,19 @@ describe('wasm kernels', () => {
     }
     for (const { kernelName } of WASM_FRONTED_KERNELS) expect(tf.getKernel(kernelName, 'wasm')).toBeDefined();
     expect(registerWasmKernels()).toEqual([]);
+  });
+
+  it("wasm kernels - behind each front is the backend's own kernel, and nothing behind others", () => {
+    for (const { kernelName } of WASM_FRONTED_KERNELS) {
+      const own = backendKernelBehind(kernelName);
+      expect(own).toBeDefined();
+      expect(own).not.toBe(tf.getKernel(kernelName, 'wasm'));
+      expect(own!.kernelName).toBe(kernelName);
+    }
+    for (const config of [...WASM_MISSING_KERNELS, ...WASM_REPLACED_KERNELS]) {
+      expect(backendKernelBehind(config.kernelName)).toBeUndefined();
+    }
+    expect(backendKernelBehind('NoSuchKernel')).toBeUndefined();
   });
 
   it('wasm kernels - Conv2DBackpropFilter agrees on the SIMD, plain JS and cpu paths', async () => {
