@@ -43,7 +43,7 @@ export type {
 } from './learner.js';
 
 export { MIN_PROBABILITY } from './loss-head.js';
-export type { OutputKind } from './loss-head.js';
+export type { LossHead, OutputKind } from './loss-head.js';
 
 export {
   fileSystemModelHandler,

@@ -238,7 +238,7 @@ export class TfjsLearner implements Learner {
       const y = this.labelsTensor(batch, built);
       const result = tf.variableGrads(() => {
         const outputs = built.head.lossModel.apply(x, { training: true }) as tf.Tensor;
-        return tf.mean(built.head.perExampleLoss(outputs, y)) as tf.Scalar;
+        return built.head.meanLoss(outputs, y);
       }, vars);
       return { value: result.value, grads: vars.map((v) => result.grads[v.name] ?? tf.zerosLike(v)) };
     });

@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { createLossHead } from './loss-head.js';
+import fc from 'fast-check';
+import { createLossHead, crossEntropyFromLogits, meanCrossEntropyFromLogits } from './loss-head.js';
 import type { RecordLayout } from './model-spec.js';
 import { buildModel } from './models.js';
 
@@ -73,5 +74,55 @@ describe('loss head', () => {
     expect(Array.from(loss.dataSync())).toEqual([0.25, 4]);
     expect(head.correctCount(tf.tensor2d([1, 2], [2, 1]), tf.tensor1d([1, 2])).dataSync()[0]).toBe(0);
     model.dispose();
+  });
+
+  it('loss head - the mean cross-entropy op gives the value and gradient of the expression it replaces', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 2, max: 12 }),
+        fc.constantFrom(1, 10, 80),
+        fc.integer(),
+        fc.double({ min: 0.25, max: 4, noNaN: true }),
+        (rows, classes, spread, seed, outerScale) => {
+          let state = seed >>> 0;
+          const next = (): number => {
+            state = (Math.imul(state ^ (state >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+            return state / 2 ** 32;
+          };
+          const values = Array.from({ length: rows * classes }, () => (next() * 2 - 1) * spread);
+          const classOf = Array.from({ length: rows }, () => Math.floor(next() * classes));
+          const before = tf.memory().numTensors;
+          const [[ours, oursGrad], [theirs, theirsGrad]] = [true, false].map((fused) =>
+            tf.tidy(() => {
+              const logits = tf.variable(tf.tensor2d(values, [rows, classes]), true, `logits${fused}`);
+              const labels = tf.tensor1d(classOf, 'int32');
+              const { value, grads } = tf.variableGrads(() =>
+                tf.mul(
+                  fused
+                    ? meanCrossEntropyFromLogits(logits, labels, classes)
+                    : tf.mean(crossEntropyFromLogits(logits, labels, classes)),
+                  outerScale,
+                ) as tf.Scalar,
+              );
+              const out = [value.dataSync()[0]!, Array.from(grads[logits.name]!.dataSync())] as const;
+              logits.dispose();
+              return out;
+            }),
+          );
+          expect(tf.memory().numTensors).toBe(before);
+          expect(ours).toBeCloseTo(theirs!, 4);
+          oursGrad!.forEach((g, i) => expect(g).toBeCloseTo(theirsGrad![i]!, 5));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('loss head - the mean cross-entropy op refuses logits that do not match the classes', () => {
+    const logits = tf.tensor2d([1, 2, 3, 4], [2, 2]);
+    const labels = tf.tensor1d([0, 1], 'int32');
+    expect(() => meanCrossEntropyFromLogits(logits, labels, 3)).toThrow(/2 logits per example.*3 classes/);
+    tf.dispose([logits, labels]);
   });
 });

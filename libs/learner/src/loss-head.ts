@@ -23,6 +23,8 @@ export interface LossHead {
   lossModel: tf.LayersModel;
   /** Per-example loss, shape `[batch]`. */
   perExampleLoss(outputs: tf.Tensor, labels: tf.Tensor1D): tf.Tensor1D;
+  /** The mean of {@link perExampleLoss} over the batch, the loss a training step minimises. */
+  meanLoss(outputs: tf.Tensor, labels: tf.Tensor1D): tf.Scalar;
   /** Number of examples whose arg-max output equals the label (always 0 for regression). */
   correctCount(outputs: tf.Tensor, labels: tf.Tensor1D): tf.Scalar;
   /** Releases what the head created (not the full model's weights). */
@@ -49,6 +51,8 @@ export function createLossHead(model: tf.LayersModel, layout: RecordLayout): Los
       lossModel: model,
       perExampleLoss: (outputs, labels) =>
         tf.tidy(() => tf.squaredDifference(outputs.reshape([-1]), labels.toFloat()) as tf.Tensor1D),
+      meanLoss: (outputs, labels) =>
+        tf.tidy(() => tf.mean(tf.squaredDifference(outputs.reshape([-1]), labels.toFloat())) as tf.Scalar),
       correctCount: () => tf.scalar(0),
       dispose: () => {},
     };
@@ -63,6 +67,7 @@ export function createLossHead(model: tf.LayersModel, layout: RecordLayout): Los
       kind: 'logits',
       lossModel,
       perExampleLoss: (outputs, labels) => crossEntropyFromLogits(outputs, labels, numClasses),
+      meanLoss: (outputs, labels) => meanCrossEntropyFromLogits(outputs, labels, numClasses),
       correctCount,
       dispose: () => {},
     };
@@ -71,11 +76,9 @@ export function createLossHead(model: tf.LayersModel, layout: RecordLayout): Los
     return {
       kind: 'probabilities',
       lossModel: model,
-      perExampleLoss: (outputs, labels) =>
-        tf.tidy(() => {
-          const picked = tf.sum(tf.mul(outputs, tf.oneHot(labels.toInt(), numClasses)), 1);
-          return tf.neg(tf.log(tf.clipByValue(picked, MIN_PROBABILITY, 1))) as tf.Tensor1D;
-        }),
+      perExampleLoss: (outputs, labels) => crossEntropyFromProbabilities(outputs, labels, numClasses),
+      meanLoss: (outputs, labels) =>
+        tf.tidy(() => tf.mean(crossEntropyFromProbabilities(outputs, labels, numClasses)) as tf.Scalar),
       correctCount,
       dispose: () => {},
     };
@@ -84,9 +87,18 @@ export function createLossHead(model: tf.LayersModel, layout: RecordLayout): Los
     kind: 'logits',
     lossModel: model,
     perExampleLoss: (outputs, labels) => crossEntropyFromLogits(outputs, labels, numClasses),
+    meanLoss: (outputs, labels) => meanCrossEntropyFromLogits(outputs, labels, numClasses),
     correctCount,
     dispose: () => {},
   };
+}
+
+/** Sparse categorical cross-entropy per example, from clipped probabilities. */
+function crossEntropyFromProbabilities(probabilities: tf.Tensor, labels: tf.Tensor1D, numClasses: number): tf.Tensor1D {
+  return tf.tidy(() => {
+    const picked = tf.sum(tf.mul(probabilities, tf.oneHot(labels.toInt(), numClasses)), 1);
+    return tf.neg(tf.log(tf.clipByValue(picked, MIN_PROBABILITY, 1))) as tf.Tensor1D;
+  });
 }
 
 /** Sparse categorical cross-entropy per example, from logits, through a stable `logSoftmax`. */
@@ -96,4 +108,54 @@ export function crossEntropyFromLogits(logits: tf.Tensor, labels: tf.Tensor1D, n
     const picked = tf.sum(tf.mul(logProbabilities, tf.oneHot(labels.toInt(), numClasses)), 1);
     return tf.neg(picked) as tf.Tensor1D;
   });
+}
+
+/** Backends that keep tensors in host memory, where reading a small one back costs a copy. */
+const HOST_MEMORY_BACKENDS: ReadonlySet<string> = new Set(['cpu', 'wasm']);
+
+/**
+ * The mean over the batch of {@link crossEntropyFromLogits}. On a backend that keeps tensors in
+ * host memory (cpu, wasm) it is one operation with its own gradient, (softmax(logits) -
+ * oneHot(labels)) / batch, computed in JavaScript: through TF.js the loss and its gradient take
+ * about thirty small kernels (logSoftmax, oneHot, the product, the sums, the mean and their
+ * gradients), whose bookkeeping costs far more than their arithmetic on a batch of 64 x 10
+ * logits. Elsewhere (a GPU) it is the same expression in TF.js's kernels, which stays on the
+ * device.
+ */
+export function meanCrossEntropyFromLogits(logits: tf.Tensor, labels: tf.Tensor1D, numClasses: number): tf.Scalar {
+  if (!HOST_MEMORY_BACKENDS.has(tf.getBackend()) || logits.rank !== 2) {
+    return tf.tidy(() => tf.mean(crossEntropyFromLogits(logits, labels, numClasses)) as tf.Scalar);
+  }
+  const classes = labels.dataSync();
+  const loss = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const x = args[0] as tf.Tensor;
+    const save = args[1] as tf.GradSaveFunc;
+    const [rows, columns] = x.shape as [number, number];
+    if (columns !== numClasses) {
+      throw new Error(`the model gives ${columns} logits per example, the layout has ${numClasses} classes`);
+    }
+    const values = x.dataSync();
+    const gradient = new Float32Array(rows * columns);
+    let total = 0;
+    for (let r = 0; r < rows; r++) {
+      const row = r * columns;
+      let max = -Infinity;
+      for (let c = 0; c < columns; c++) max = Math.max(max, values[row + c]!);
+      let sum = 0;
+      for (let c = 0; c < columns; c++) sum += Math.exp(values[row + c]! - max);
+      const label = classes[r]!;
+      total += Math.log(sum) + max - values[row + label]!;
+      for (let c = 0; c < columns; c++) {
+        const probability = Math.exp(values[row + c]! - max) / sum;
+        gradient[row + c] = (probability - (c === label ? 1 : 0)) / rows;
+      }
+    }
+    const perValue = tf.tensor2d(gradient, [rows, columns]);
+    save([perValue]);
+    return {
+      value: tf.scalar(total / rows),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.mul(dy, saved[0]!),
+    };
+  });
+  return loss(logits) as tf.Scalar;
 }
