@@ -69,6 +69,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./learner/matmul-step.js')).runMatMulStepBench(say),
   },
   {
+    name: 'loss',
+    about: 'learner step on wasm (MLP, CNN), the mean cross-entropy as one host op vs TF.js kernels',
+    quick: false,
+    run: async (say) => (await import('./learner/loss-step.js')).runLossStepBench(say),
+  },
+  {
     name: 'kernels',
     about: 'pserver math over 16M floats: SIMD128 accumulate, sgd, momentum, adam vs plain JS vs a copy',
     quick: true,

@@ -2,13 +2,13 @@
  * `clone`: samples/s of the learner step of the MLP and the CNN on the wasm backend with our
  * `Identity` kernel, which shares a cloned tensor's memory, against the same step with the wasm
  * build's own, which copies it (TF.js clones every tensor a kernel saves for its gradient). Both
- * are measured in this run, in paired rounds (see `paired-kernels`).
+ * are measured in this run, in paired rounds (see `paired-rounds`).
  */
 import { Identity, type KernelConfig, type KernelFunc, type TensorInfo } from '@tensorflow/tfjs';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend, WASM_REPLACED_KERNELS } from '#libs/learner';
 import type { BenchResult } from '../bench-result.js';
-import { comparePairedKernels } from './paired-kernels.js';
+import { comparePairedKernels } from './paired-rounds.js';
 
 /** Target: sharing is no slower than copying. */
 const TARGET_RATIO = 1;

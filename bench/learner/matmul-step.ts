@@ -4,13 +4,13 @@
  * untransposed products (a dense layer's forward pass, x W) handed to the backend's own kernel
  * (XNNPACK, which packs W anew for every new tensor, so on every training step), as before.
  * Transposed products are ours on both sides. Both are measured in this run, in paired rounds
- * (see `paired-kernels`).
+ * (see `paired-rounds`).
  */
 import * as tf from '@tensorflow/tfjs';
 import { BatchMatMul, type KernelConfig, type KernelFunc } from '@tensorflow/tfjs';
 import { backendKernelBehind, selectBackend } from '#libs/learner';
 import type { BenchResult } from '../bench-result.js';
-import { comparePairedKernels } from './paired-kernels.js';
+import { comparePairedKernels } from './paired-rounds.js';
 
 /** Target: ours is no slower than the backend's. */
 const TARGET_RATIO = 1;

@@ -69,14 +69,17 @@ export function randomBatch(size: number, perExample: number): Batch {
 
 /**
  * Samples per second of `train` + `getUpdate` (after a `setParams`, as one synchronous step
- * without the network) on the current backend, timed for `seconds` after a warm-up.
+ * without the network) on the current backend, timed for `seconds` after a warm-up. `prepare`
+ * sees the learner once it is initialised, before the first step.
  */
 export async function measure(
   workload: Workload,
   seconds: number,
+  prepare?: (learner: TfjsLearner) => void,
 ): Promise<{ samplesPerSecond: number; msPerStep: number; steps: number }> {
   const learner = new TfjsLearner();
   await learner.initialize(workload.spec);
+  prepare?.(learner);
   const params = await learner.getParams();
   const perExample = workload.spec.layout.featureShape.reduce((a, b) => a * b, 1);
   const batch = randomBatch(workload.batchSize, perExample);
