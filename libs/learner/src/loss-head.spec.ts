@@ -93,26 +93,29 @@ describe('loss head', () => {
           const values = Array.from({ length: rows * classes }, () => (next() * 2 - 1) * spread);
           const classOf = Array.from({ length: rows }, () => Math.floor(next() * classes));
           const before = tf.memory().numTensors;
-          const [[ours, oursGrad], [theirs, theirsGrad]] = [true, false].map((fused) =>
-            tf.tidy(() => {
-              const logits = tf.variable(tf.tensor2d(values, [rows, classes]), true, `logits${fused}`);
-              const labels = tf.tensor1d(classOf, 'int32');
-              const { value, grads } = tf.variableGrads(() =>
+          const run = (fused: boolean): { value: number; gradient: number[] } => {
+            const initial = tf.tensor2d(values, [rows, classes]);
+            const logits = tf.variable(initial, true, `logits-${String(fused)}`);
+            const labels = tf.tensor1d(classOf, 'int32');
+            const { value, grads } = tf.variableGrads(
+              () =>
                 tf.mul(
                   fused
                     ? meanCrossEntropyFromLogits(logits, labels, classes)
                     : tf.mean(crossEntropyFromLogits(logits, labels, classes)),
                   outerScale,
                 ) as tf.Scalar,
-              );
-              const out = [value.dataSync()[0]!, Array.from(grads[logits.name]!.dataSync())] as const;
-              logits.dispose();
-              return out;
-            }),
-          );
+              [logits],
+            );
+            const out = { value: value.dataSync()[0]!, gradient: Array.from(grads[logits.name]!.dataSync()) };
+            tf.dispose([initial, logits, labels, value, ...Object.values(grads)]);
+            return out;
+          };
+          const ours = run(true);
+          const theirs = run(false);
           expect(tf.memory().numTensors).toBe(before);
-          expect(ours).toBeCloseTo(theirs!, 4);
-          oursGrad!.forEach((g, i) => expect(g).toBeCloseTo(theirsGrad![i]!, 5));
+          expect(ours.value).toBeCloseTo(theirs.value, 4);
+          ours.gradient.forEach((g, i) => expect(g).toBeCloseTo(theirs.gradient[i]!, 5));
         },
       ),
       { numRuns: 60 },
