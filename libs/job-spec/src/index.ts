@@ -4,7 +4,7 @@
  */
 export { InvalidJobSpecError, JobSchemaUnavailableError, ROOT_FIELD } from './errors.js';
 export type { JobSpecViolation } from './errors.js';
-export { validateJobSpec } from './validate-job-spec.js';
+export { prepareJobSpecValidation, validateJobSpec } from './validate-job-spec.js';
 export { parseJobSpec } from './parse-job-spec.js';
 export { JOB_SCHEMA_RELATIVE_PATH, jobSchemaPath, loadJobSchema } from './job-schema.js';
 export { defaultMetric, isClassification, metricDirection, reachesTarget } from './objective.js';

@@ -37,6 +37,14 @@ function compiled(): CompiledSchema {
 }
 
 /**
+ * Compiles the schema validator now (about 0.2 s of CPU) rather than at the first job spec:
+ * services call it as they start, so that their first job does not wait for it.
+ */
+export function prepareJobSpecValidation(): void {
+  compiled();
+}
+
+/**
  * Validates a job spec against `proto/job.schema.json` and the cross-field rules, and returns
  * it with every default applied. The input is not modified, and must be JSON data (what
  * JSON.parse returns; `undefined` properties are ignored). A `model.topology` given as a

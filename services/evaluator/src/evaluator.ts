@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { confineOutputPath } from '#libs/config';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { KvWatchEntry } from '@nats-io/kv';
-import { validateJobSpec, type JobSpec } from '#libs/job-spec';
+import { prepareJobSpecValidation, validateJobSpec, type JobSpec } from '#libs/job-spec';
 import { MasterClient, parseJobRecord } from '#libs/master-client';
 import { watchBucket, type Buckets, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { MemberBeacon } from '#libs/service-runtime';
@@ -84,6 +84,7 @@ export class Evaluator {
 
   /** Starts watching the jobs bucket and keeping the member status. */
   async start(): Promise<void> {
+    prepareJobSpecValidation();
     this.js = jetstream(this.nc);
     this.jsm = await jetstreamManager(this.nc);
     this.beacon.start();

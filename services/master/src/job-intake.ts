@@ -1,7 +1,14 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { randomBytes } from 'node:crypto';
-import { InvalidJobSpecError, jobLimitViolations, parseJobSpec, specSizeViolation, type JobSpec } from '#libs/job-spec';
+import {
+  InvalidJobSpecError,
+  jobLimitViolations,
+  parseJobSpec,
+  prepareJobSpecValidation,
+  specSizeViolation,
+  type JobSpec,
+} from '#libs/job-spec';
 import { CONSUMERS, JOB_ID_PATTERN, STREAMS } from '#libs/messaging';
 import { expandPatterns, indexFileList, type MultiFileIndex } from '#libs/recordio';
 import {
@@ -52,6 +59,7 @@ export class JobIntake implements LeaderDuty {
   }
 
   async takeOffice(): Promise<void> {
+    prepareJobSpecValidation();
     await this.pull.start((msg) => this.handle(msg));
   }
 

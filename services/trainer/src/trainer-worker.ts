@@ -1,4 +1,4 @@
-import { InvalidJobSpecError, validateJobSpec, type JobSpec } from '#libs/job-spec';
+import { InvalidJobSpecError, prepareJobSpecValidation, validateJobSpec, type JobSpec } from '#libs/job-spec';
 import type { LineLogger } from '#libs/logging';
 import type { EventSubscription } from '#libs/master-client';
 import type { JobRecord } from '#libs/messaging';
@@ -50,6 +50,7 @@ export class TrainerWorker {
 
   /** Starts serving jobs in the background. */
   start(): void {
+    prepareJobSpecValidation();
     this.serving ??= this.serve().catch((err: Error) =>
       this.deps.logger.error(`trainer loop ended: ${err.stack ?? err.message}`),
     );
