@@ -29,12 +29,43 @@ export interface MinibatchReaderOptions {
 }
 
 /**
- * One decoded example, copied out of its chunk: a shuffle buffer holding examples from many
- * chunks keeps only them alive, not the chunks they came from.
+ * The examples a shuffle buffer holds, copied out of their chunks into slots of one array: the
+ * buffer then keeps only them alive, not the chunks they came from, and taking an example in
+ * costs a copy, not an allocation. One slot more than the buffer holds is free whenever an
+ * example comes in (see {@link MinibatchReader}'s `shuffled`).
  */
-interface Example {
-  features: Float32Array;
-  label: number;
+class ExampleSlots {
+  private readonly features: Float32Array;
+  private readonly labels: Float32Array | Int32Array;
+  private readonly free: number[];
+
+  constructor(
+    slots: number,
+    private readonly perExample: number,
+    labelDtype: RecordLayout['labelDtype'],
+  ) {
+    this.features = new Float32Array(slots * perExample);
+    this.labels = labelDtype === 'float32' ? new Float32Array(slots) : new Int32Array(slots);
+    this.free = Array.from({ length: slots }, (_, i) => slots - 1 - i);
+  }
+
+  /** Copies example `i` of `batch` into a free slot, and returns the slot. */
+  put(batch: Batch, i: number): number {
+    const slot = this.free.pop();
+    if (slot === undefined) throw new Error('no free example slot');
+    const pe = this.perExample;
+    this.features.set(batch.features.subarray(i * pe, (i + 1) * pe), slot * pe);
+    this.labels[slot] = batch.labels[i]!;
+    return slot;
+  }
+
+  /** Copies the example in `slot` to position `k` of `into`, and frees the slot. */
+  moveOut(slot: number, into: Batch, k: number): void {
+    const pe = this.perExample;
+    into.features.set(this.features.subarray(slot * pe, (slot + 1) * pe), k * pe);
+    into.labels[k] = this.labels[slot]!;
+    this.free.push(slot);
+  }
 }
 
 /** Examples `[start, end)` of a batch, sharing its memory. */
@@ -61,15 +92,10 @@ function sameChunk(a: TaskChunk, b: TaskChunk): boolean {
   return a.file === b.file && a.offset === b.offset && a.numRecords === b.numRecords;
 }
 
-/** `examples` as one batch, in that order, in new arrays. */
-function batchOf(examples: readonly Example[], perExample: number, labelDtype: RecordLayout['labelDtype']): Batch {
-  const features = new Float32Array(examples.length * perExample);
-  const labels = labelDtype === 'float32' ? new Float32Array(examples.length) : new Int32Array(examples.length);
-  examples.forEach((example, k) => {
-    features.set(example.features, k * perExample);
-    labels[k] = example.label;
-  });
-  return { features, labels, size: examples.length };
+/** A batch of `size` examples in new arrays, to be filled. */
+function emptyBatch(size: number, perExample: number, labelDtype: RecordLayout['labelDtype']): Batch {
+  const labels = labelDtype === 'float32' ? new Float32Array(size) : new Int32Array(size);
+  return { features: new Float32Array(size * perExample), labels, size };
 }
 
 /**
@@ -77,8 +103,8 @@ function batchOf(examples: readonly Example[], perExample: number, labelDtype: R
  * the last one may be smaller. Without `shuffle` the examples keep file order. With it they pass
  * through a {@link ShuffleBuffer} of `shuffle.bufferRecords` records, or, when that is absent, of
  * as many records as the task's largest chunk holds (the counts the master's index put in the
- * task message); the buffer holds copies of its decoded examples, so memory is the buffer plus
- * the chunk in use and the one read ahead. The order is drawn from the job seed, the epoch and
+ * task message); the buffer holds copies of its decoded examples (in one array allocated per
+ * task), so memory is the buffer plus the chunk in use and the one read ahead. The order is drawn from the job seed, the epoch and
  * the task id, so every trainer that reads the task in that epoch gets the same minibatches.
  * Chunks are decoded whole, one ahead of the one in use (see `decodedChunks`; the next task's
  * first chunk can be read before that task starts, see `readAhead`), so a bad chunk is named by
@@ -151,27 +177,31 @@ export class MinibatchReader {
     const capacity = shuffle.bufferRecords ?? task.chunks.reduce((most, c) => Math.max(most, c.numRecords), 1);
     const { labelDtype } = this.options.layout;
     const pe = this.perExample;
-    const buffer = new ShuffleBuffer<Example>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
-    let picked: Example[] = [];
+    const buffer = new ShuffleBuffer<number>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
+    const slots = new ExampleSlots(capacity + 1, pe, labelDtype);
+    let batch = emptyBatch(batchSize, pe, labelDtype);
+    let filled = 0;
     for await (const decoded of this.decodedChunks(task.chunks)) {
       for (let i = 0; i < decoded.size; i++) {
-        const out = buffer.push({ features: decoded.features.slice(i * pe, (i + 1) * pe), label: decoded.labels[i]! });
+        const out = buffer.push(slots.put(decoded, i));
         if (out === undefined) continue;
-        picked.push(out);
-        if (picked.length === batchSize) {
-          yield batchOf(picked, pe, labelDtype);
-          picked = [];
+        slots.moveOut(out, batch, filled++);
+        if (filled === batchSize) {
+          yield batch;
+          batch = emptyBatch(batchSize, pe, labelDtype);
+          filled = 0;
         }
       }
     }
     for (let out = buffer.take(); out !== undefined; out = buffer.take()) {
-      picked.push(out);
-      if (picked.length === batchSize) {
-        yield batchOf(picked, pe, labelDtype);
-        picked = [];
+      slots.moveOut(out, batch, filled++);
+      if (filled === batchSize) {
+        yield batch;
+        batch = emptyBatch(batchSize, pe, labelDtype);
+        filled = 0;
       }
     }
-    if (picked.length > 0) yield batchOf(picked, pe, labelDtype);
+    if (filled > 0) yield sliceBatch(batch, 0, filled, pe);
   }
 
   /**
