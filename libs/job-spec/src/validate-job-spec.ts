@@ -38,10 +38,16 @@ function compiled(): CompiledSchema {
 
 /**
  * Compiles the schema validator now (about 0.2 s of CPU) rather than at the first job spec:
- * services call it as they start, so that their first job does not wait for it.
+ * services call it as they start, so that their first job does not wait for it. It never throws:
+ * when the schema cannot be read or compiled, the first validation reports why, where the
+ * service handles a job it cannot take.
  */
 export function prepareJobSpecValidation(): void {
-  compiled();
+  try {
+    compiled();
+  } catch {
+    // Left for validateJobSpec to raise.
+  }
 }
 
 /**

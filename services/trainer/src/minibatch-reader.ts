@@ -104,8 +104,9 @@ function emptyBatch(size: number, perExample: number, labelDtype: RecordLayout['
  * through a {@link ShuffleBuffer} of `shuffle.bufferRecords` records, or, when that is absent, of
  * as many records as the task's largest chunk holds (the counts the master's index put in the
  * task message); the buffer holds copies of its decoded examples (in one array allocated per
- * task), so memory is the buffer plus the chunk in use and the one read ahead. The order is drawn from the job seed, the epoch and
- * the task id, so every trainer that reads the task in that epoch gets the same minibatches.
+ * task), so memory is the buffer plus the chunk in use and the one read ahead. The order is
+ * drawn from the job seed, the epoch and the task id, so every trainer that reads the task in
+ * that epoch gets the same minibatches.
  * Chunks are decoded whole, one ahead of the one in use (see `decodedChunks`; the next task's
  * first chunk can be read before that task starts, see `readAhead`), so a bad chunk is named by
  * its file and offset (`TaskDataError`, or the RecordIO error itself).
