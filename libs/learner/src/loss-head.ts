@@ -136,19 +136,22 @@ export function meanCrossEntropyFromLogits(logits: tf.Tensor, labels: tf.Tensor1
     }
     const values = x.dataSync();
     const gradient = new Float32Array(rows * columns);
+    /** One row's exp(logit - max), in float64 as the sums that use them. */
+    const exps = new Float64Array(columns);
     let total = 0;
     for (let r = 0; r < rows; r++) {
       const row = r * columns;
       let max = -Infinity;
       for (let c = 0; c < columns; c++) max = Math.max(max, values[row + c]!);
       let sum = 0;
-      for (let c = 0; c < columns; c++) sum += Math.exp(values[row + c]! - max);
+      for (let c = 0; c < columns; c++) {
+        const e = Math.exp(values[row + c]! - max);
+        exps[c] = e;
+        sum += e;
+      }
       const label = classes[r]!;
       total += Math.log(sum) + max - values[row + label]!;
-      for (let c = 0; c < columns; c++) {
-        const probability = Math.exp(values[row + c]! - max) / sum;
-        gradient[row + c] = (probability - (c === label ? 1 : 0)) / rows;
-      }
+      for (let c = 0; c < columns; c++) gradient[row + c] = (exps[c]! / sum - (c === label ? 1 : 0)) / rows;
     }
     const perValue = tf.tensor2d(gradient, [rows, columns]);
     save([perValue]);
