@@ -46,13 +46,13 @@ function hasFusedSoftmax(model: tf.LayersModel): boolean {
 export function createLossHead(model: tf.LayersModel, layout: RecordLayout): LossHead {
   const numClasses = layout.numClasses;
   if (numClasses === undefined) {
+    const squaredError = (outputs: tf.Tensor, labels: tf.Tensor1D): tf.Tensor1D =>
+      tf.tidy(() => tf.squaredDifference(outputs.reshape([-1]), labels.toFloat()) as tf.Tensor1D);
     return {
       kind: 'regression',
       lossModel: model,
-      perExampleLoss: (outputs, labels) =>
-        tf.tidy(() => tf.squaredDifference(outputs.reshape([-1]), labels.toFloat()) as tf.Tensor1D),
-      meanLoss: (outputs, labels) =>
-        tf.tidy(() => tf.mean(tf.squaredDifference(outputs.reshape([-1]), labels.toFloat())) as tf.Scalar),
+      perExampleLoss: squaredError,
+      meanLoss: (outputs, labels) => tf.tidy(() => tf.mean(squaredError(outputs, labels)) as tf.Scalar),
       correctCount: () => tf.scalar(0),
       dispose: () => {},
     };
