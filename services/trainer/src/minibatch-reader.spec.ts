@@ -192,6 +192,32 @@ describe('minibatch reader', () => {
     }
   });
 
+  it('minibatch reader - a chunk with one bad record fails before any of its examples comes out', async () => {
+    for (const shuffle of [undefined, { seed: 5, bufferRecords: 2 }, { seed: 5 }]) {
+      const { chunks, readChunk } = fakeChunks([4, 4]);
+      const reader = new MinibatchReader({
+        batchSize: 2,
+        layout: LAYOUT,
+        shuffle,
+        readChunk: async (file, offset) => {
+          const { records } = await readChunk(file, offset);
+          if (offset !== 100) return { records };
+          // Chunk 1's last record holds three features where the layout has two.
+          return { records: [...records.slice(0, 3), encodeRecord([7, 7, 7], 7, { ...LAYOUT, featureShape: [3] })] };
+        },
+      });
+      const labels: number[] = [];
+      const err = await (async () => {
+        for await (const b of reader.batches({ chunks, epoch: 0, taskId: 0 })) labels.push(...b.labels);
+      })().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(TaskDataError);
+      expect((err as Error).message).toMatch(/^f1: chunk at byte 100: record 3 of the batch has dims \[3\]/);
+      // Only chunk 0's examples (labels 0 to 3) came out, less those the shuffle buffer still held.
+      expect(labels.every((label) => label < 4)).toBe(true);
+      expect(labels).toHaveLength(shuffle === undefined ? 4 : shuffle.bufferRecords === 2 ? 2 : 0);
+    }
+  });
+
   it('minibatch reader - a first chunk read ahead is used once, by the task that starts with it', async () => {
     for (const shuffle of [undefined, { seed: 3 }]) {
       const { chunks, readChunk } = fakeChunks([3, 2, 4]);
