@@ -75,6 +75,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./learner/loss-step.js')).runLossStepBench(say),
   },
   {
+    name: 'bias',
+    about: "learner step on wasm (MLP, CNN), a layer's bias and its gradient by our SIMD128 kernels vs the backend",
+    quick: false,
+    run: async (say) => (await import('./learner/bias-step.js')).runBiasStepBench(say),
+  },
+  {
     name: 'kernels',
     about: 'pserver math over 16M floats: SIMD128 accumulate, sgd, momentum, adam vs plain JS vs a copy',
     quick: true,

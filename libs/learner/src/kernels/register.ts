@@ -1,12 +1,15 @@
 import {
+  Add,
   BatchMatMul,
   Conv2DBackpropInput,
   getKernel,
   registerKernel,
+  Sum,
   unregisterKernel,
   type KernelConfig,
 } from '@tensorflow/tfjs';
 import { batchMatMulConfig } from './batch-mat-mul.js';
+import { addConfig, sumConfig } from './channel-bias.js';
 import { conv2dBackpropFilterConfig } from './conv2d-backprop-filter.js';
 import { conv2dBackpropInputConfig } from './conv2d-backprop-input.js';
 import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop-filter.js';
@@ -42,6 +45,8 @@ export interface FrontedKernel {
 export const WASM_FRONTED_KERNELS: readonly FrontedKernel[] = [
   { kernelName: Conv2DBackpropInput, inFrontOf: conv2dBackpropInputConfig },
   { kernelName: BatchMatMul, inFrontOf: batchMatMulConfig },
+  { kernelName: Add, inFrontOf: addConfig },
+  { kernelName: Sum, inFrontOf: sumConfig },
 ];
 
 /** Each front we registered, and the backend's own kernel behind it. */

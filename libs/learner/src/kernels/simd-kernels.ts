@@ -36,11 +36,13 @@ export function convGeometry(info: backend_util.Conv2DInfo, withDilation = true)
 /** Each kernel's module (assembled from the `.wat` beside this file) and the function it exports. */
 const MODULES = {
   batchMatMul: ['batch-mat-mul.wasm', 'batch_mat_mul'],
+  biasAdd: ['bias-add.wasm', 'bias_add'],
   conv2dBackpropFilter: ['conv2d-backprop-filter.wasm', 'conv2d_backprop_filter'],
   conv2dBackpropInput: ['conv2d-backprop-input.wasm', 'conv2d_backprop_input'],
   depthwiseConv2dBackpropFilter: ['depthwise-conv2d-backprop-filter.wasm', 'depthwise_conv2d_backprop_filter'],
   depthwiseConv2dBackpropInput: ['depthwise-conv2d-backprop-input.wasm', 'depthwise_conv2d_backprop_input'],
   maxPoolGrad: ['max-pool-grad.wasm', 'max_pool_grad'],
+  sumRows: ['sum-rows.wasm', 'sum_rows'],
 } as const;
 
 /** The SIMD kernels, by operation. */

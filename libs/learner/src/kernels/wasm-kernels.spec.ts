@@ -338,6 +338,111 @@ describe('wasm kernels', () => {
     );
   });
 
+  /**
+   * Runs `run` on the SIMD path (counting the calls of our kernel `kernel`), on the plain path
+   * (the backend's own kernel) and on the cpu backend; expects the three results to have one
+   * shape and to agree (the SIMD and backend ones value for value when `exact`), and returns how
+   * often our kernel ran.
+   */
+  async function simdCallsAgreeing(
+    kernel: 'biasAdd' | 'sumRows',
+    run: () => tf.Tensor,
+    exact: boolean,
+  ): Promise<number> {
+    await tf.setBackend('wasm');
+    chooseKernelPath(wasmBackend(), 'wasm-simd');
+    const kernels = simdKernelsFor(wasmBackend())!;
+    const ours = kernels[kernel];
+    let calls = 0;
+    kernels[kernel] = (...args: number[]) => {
+      calls += 1;
+      ours(...args);
+    };
+    const shapeOf = async (path: KernelPath) => {
+      await onWasm(path, () => tf.zeros([1]));
+      return tf.tidy(() => run().shape);
+    };
+    try {
+      const simd = await onWasm('wasm-simd', run);
+      const simdShape = await shapeOf('wasm-simd');
+      const backend = await onWasm('js', run);
+      expect(await shapeOf('js')).toEqual(simdShape);
+      if (exact) expect(Array.from(simd)).toEqual(Array.from(backend));
+      else expectClose(simd, backend);
+      expectClose(simd, await onBackend('cpu', run));
+    } finally {
+      kernels[kernel] = ours;
+    }
+    return calls;
+  }
+
+  it("wasm kernels - Add of a channel bias is ours, either way round, and equals the backend's; other adds are not", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          lead: fc.array(fc.integer({ min: 1, max: 5 }), { maxLength: 3 }),
+          channels: fc.integer({ min: 1, max: 19 }),
+          // The bias as [C], or with leading ones up to the rank of x; or a shape that is no bias.
+          biasOnes: fc.integer({ min: 0, max: 3 }),
+          notBias: fc.boolean(),
+          biasFirst: fc.boolean(),
+          seed: fc.integer(),
+        }),
+        async (c) => {
+          const xShape = [...c.lead, c.channels];
+          const biasShape = c.notBias
+            ? xShape.slice(-2)
+            : [...Array<number>(Math.min(c.biasOnes, c.lead.length)).fill(1), c.channels];
+          const isBias = biasShape.slice(0, -1).every((d) => d === 1);
+          const x = randomValues(c.seed, size(xShape));
+          const bias = randomValues(c.seed ^ 0x5bd1e995, size(biasShape));
+          const run = (): tf.Tensor => {
+            const [a, b] = [tf.tensor(x, xShape), tf.tensor(bias, biasShape)];
+            return tf.engine().runKernel('Add', c.biasFirst ? { a: b, b: a } : { a, b }) as tf.Tensor;
+          };
+          const calls = await simdCallsAgreeing('biasAdd', run, true);
+          // Three runs on the SIMD path: the values, and the shape twice (after a first op).
+          expect(calls).toBe(isBias ? 2 : 0);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('wasm kernels - Sum over every axis but the last is ours, and agrees with the backend; other sums are not', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          shape: fc.array(fc.integer({ min: 1, max: 7 }), { minLength: 1, maxLength: 4 }),
+          channels: fc.integer({ min: 1, max: 19 }),
+          // Every axis but the last, spelled in a random order and with negative indices; or some other set.
+          axes: fc.constantFrom('leading', 'leadingNegative', 'last', 'all', 'first'),
+          keepDims: fc.boolean(),
+          seed: fc.integer(),
+        }),
+        async (c) => {
+          const shape = [...c.shape.slice(0, -1), c.channels];
+          const rank = shape.length;
+          const leading = Array.from({ length: rank - 1 }, (_, i) => i);
+          const axis = {
+            leading: [...leading].reverse(),
+            leadingNegative: leading.map((i) => i - rank),
+            last: [rank - 1],
+            all: [...leading, rank - 1],
+            first: [0],
+          }[c.axes];
+          const ours =
+            rank >= 2 && (c.axes === 'leading' || c.axes === 'leadingNegative' || (c.axes === 'first' && rank === 2));
+          const x = randomValues(c.seed, size(shape));
+          const run = (): tf.Tensor =>
+            tf.engine().runKernel('Sum', { x: tf.tensor(x, shape) }, { axis, keepDims: c.keepDims }) as tf.Tensor;
+          expect(await simdCallsAgreeing('sumRows', run, false)).toBe(ours ? 2 : 0);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
   it('wasm kernels - SIMD kernels give the same gradients after the wasm heap grows', async () => {
     const xShape: Shape4 = [2, 9, 7, 6];
     const filterShape: Shape4 = [3, 3, 6, 10];
