@@ -1,5 +1,5 @@
 import { taskRecordRandom, type ShuffleSettings } from '#libs/data-order';
-import { CheckedRecords, type Batch, type RecordLayout } from '#libs/learner';
+import { decodeBatch, type Batch, type RecordLayout } from '#libs/learner';
 import { ChunkError, readChunkAt } from '#libs/recordio';
 import type { TaskMessage } from '#libs/messaging';
 import { TaskDataError } from './errors.js';
@@ -14,21 +14,25 @@ export type TaskData = Pick<TaskMessage, 'chunks' | 'epoch' | 'taskId'>;
 /** Reads the records of the chunk at `offset` in `file` (`readChunkAt` by default). */
 export type ChunkSource = (file: string, offset: number) => Promise<{ records: Uint8Array[] }>;
 
+/** Decodes records into a batch (`decodeBatch` by default). */
+export type RecordDecoder = (records: readonly Uint8Array[], layout: RecordLayout) => Batch;
+
 /** Settings of a `MinibatchReader`. */
 export interface MinibatchReaderOptions {
   /** Examples per minibatch (`training.batchSize`). */
   batchSize: number;
   layout: RecordLayout;
   readChunk?: ChunkSource;
+  decode?: RecordDecoder;
   /** Records through a seeded shuffle buffer (`training.shuffle`); absent: file order. */
   shuffle?: ShuffleSettings;
 }
 
 /**
- * The examples a shuffle buffer holds, decoded out of their chunks' records straight into slots
- * of one array: the buffer then keeps only them alive, not the chunks they came from, and taking
- * an example in costs one decoding copy, not an allocation. One slot more than the buffer holds
- * is free whenever an example comes in (see {@link MinibatchReader}'s `shuffled`).
+ * The examples a shuffle buffer holds, copied out of their chunks into slots of one array: the
+ * buffer then keeps only them alive, not the chunks they came from, and taking an example in
+ * costs a copy, not an allocation. One slot more than the buffer holds is free whenever an
+ * example comes in (see {@link MinibatchReader}'s `shuffled`).
  */
 class ExampleSlots {
   private readonly features: Float32Array;
@@ -45,11 +49,13 @@ class ExampleSlots {
     this.free = Array.from({ length: slots }, (_, i) => slots - 1 - i);
   }
 
-  /** Decodes example `i` of `records` into a free slot, and returns the slot. */
-  put(records: CheckedRecords, i: number): number {
+  /** Copies example `i` of `batch` into a free slot, and returns the slot. */
+  put(batch: Batch, i: number): number {
     const slot = this.free.pop();
     if (slot === undefined) throw new Error('no free example slot');
-    records.copyInto(i, this.features, this.labels, slot);
+    const pe = this.perExample;
+    this.features.set(batch.features.subarray(i * pe, (i + 1) * pe), slot * pe);
+    this.labels[slot] = batch.labels[i]!;
     return slot;
   }
 
@@ -101,23 +107,23 @@ function emptyBatch(size: number, perExample: number, labelDtype: RecordLayout['
  * task), so memory is the buffer plus the chunk in use and the one read ahead. The order is
  * drawn from the job seed, the epoch and the task id, so every trainer that reads the task in
  * that epoch gets the same minibatches.
- * Chunks are read and their records checked whole, one ahead of the one in use (see
- * `checkedChunks`; the next task's first chunk can be read before that task starts, see
- * `readAhead`), so a bad chunk is named by its file and offset (`TaskDataError`, or the RecordIO
- * error itself) before any of its examples trains. With a shuffle buffer each example is decoded
- * straight into the buffer; in file order a chunk is decoded whole.
+ * Chunks are decoded whole, one ahead of the one in use (see `decodedChunks`; the next task's
+ * first chunk can be read before that task starts, see `readAhead`), so a bad chunk is named by
+ * its file and offset (`TaskDataError`, or the RecordIO error itself).
  */
 export class MinibatchReader {
   private readonly readChunk: ChunkSource;
+  private readonly decode: RecordDecoder;
   private readonly perExample: number;
   /** The first chunk of the task that comes next, read ahead (`readAhead`). */
-  private early: { chunk: TaskChunk; read: Promise<CheckedRecords | undefined> } | undefined;
+  private early: { chunk: TaskChunk; read: Promise<Batch | undefined> } | undefined;
 
   constructor(private readonly options: MinibatchReaderOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
       throw new RangeError(`batch size ${options.batchSize} must be a positive integer`);
     }
     this.readChunk = options.readChunk ?? readChunkAt;
+    this.decode = options.decode ?? decodeBatch;
     this.perExample = options.layout.featureShape.reduce((a, b) => a * b, 1);
   }
 
@@ -130,7 +136,7 @@ export class MinibatchReader {
   readAhead(task: Pick<TaskData, 'chunks'>): void {
     const chunk = task.chunks[0];
     if (chunk === undefined) return;
-    const read = this.readChecked(chunk);
+    const read = this.readDecoded(chunk);
     read.catch(() => undefined);
     this.early = { chunk, read };
   }
@@ -149,8 +155,7 @@ export class MinibatchReader {
     const { batchSize } = this.options;
     const pe = this.perExample;
     let pending: Batch | undefined;
-    for await (const checked of this.checkedChunks(chunks)) {
-      const decoded = checked.toBatch();
+    for await (const decoded of this.decodedChunks(chunks)) {
       let start = 0;
       if (pending !== undefined) {
         start = Math.min(batchSize - pending.size, decoded.size);
@@ -177,9 +182,9 @@ export class MinibatchReader {
     const slots = new ExampleSlots(capacity + 1, pe, labelDtype);
     let batch = emptyBatch(batchSize, pe, labelDtype);
     let filled = 0;
-    for await (const records of this.checkedChunks(task.chunks)) {
-      for (let i = 0; i < records.size; i++) {
-        const out = buffer.push(slots.put(records, i));
+    for await (const decoded of this.decodedChunks(task.chunks)) {
+      for (let i = 0; i < decoded.size; i++) {
+        const out = buffer.push(slots.put(decoded, i));
         if (out === undefined) continue;
         slots.moveOut(out, batch, filled++);
         if (filled === batchSize) {
@@ -201,30 +206,29 @@ export class MinibatchReader {
   }
 
   /**
-   * The records of the task's chunks that hold any, checked against the layout, in order; each
-   * chunk is read while the one before is in use (one chunk ahead), so its read and
-   * decompression overlap training. A read that fails, or a record that does not match the
-   * layout, is reported when its chunk is reached, before any of the chunk's examples is used.
+   * The task's chunks that hold records, decoded, in order; each is read while the one before is
+   * in use (one chunk ahead), so its read and decompression overlap training. A read that fails
+   * is reported when its chunk is reached.
    */
-  private async *checkedChunks(chunks: readonly TaskChunk[]): AsyncGenerator<CheckedRecords> {
+  private async *decodedChunks(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
     const early = this.early;
     this.early = undefined;
-    const readAhead = (i: number): Promise<CheckedRecords | undefined> | undefined => {
+    const readAhead = (i: number): Promise<Batch | undefined> | undefined => {
       if (i >= chunks.length) return undefined;
       if (i === 0 && early !== undefined && sameChunk(early.chunk, chunks[0]!)) return early.read;
-      const read = this.readChecked(chunks[i]!);
+      const read = this.readDecoded(chunks[i]!);
       read.catch(() => undefined);
       return read;
     };
     let ahead = readAhead(0);
     for (let i = 0; ahead !== undefined; i++) {
-      const checked = await ahead;
+      const decoded = await ahead;
       ahead = readAhead(i + 1);
-      if (checked !== undefined) yield checked;
+      if (decoded !== undefined) yield decoded;
     }
   }
 
-  private async readChecked(chunk: TaskChunk): Promise<CheckedRecords | undefined> {
+  private async readDecoded(chunk: TaskChunk): Promise<Batch | undefined> {
     let records: Uint8Array[];
     try {
       records = (await this.readChunk(chunk.file, chunk.offset)).records;
@@ -241,7 +245,7 @@ export class MinibatchReader {
     }
     if (records.length === 0) return undefined;
     try {
-      return CheckedRecords.check(records, this.options.layout);
+      return this.decode(records, this.options.layout);
     } catch (err) {
       throw new TaskDataError(chunk.file, chunk.offset, (err as Error).message, { cause: err });
     }
