@@ -81,6 +81,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./learner/bias-step.js')).runBiasStepBench(say),
   },
   {
+    name: 'relu',
+    about: "learner step on wasm (MLP, CNN), relu's gradient by our SIMD128 kernel vs TF.js's three kernels",
+    quick: false,
+    run: async (say) => (await import('./learner/relu-step.js')).runReluStepBench(say),
+  },
+  {
     name: 'kernels',
     about: 'pserver math over 16M floats: SIMD128 accumulate, sgd, momentum, adam vs plain JS vs a copy',
     quick: true,

@@ -5,7 +5,7 @@
 export { BACKEND_CHOICES, BACKEND_ENV_VAR, prepareWasmBackend, selectBackend, selectWasmKernels } from './backend.js';
 export type { BackendChoice, BackendInfo, BackendKind, SelectBackendOptions, WasmBackendModule } from './backend.js';
 
-export { CheckedRecords, decodeBatch } from './batch.js';
+export { decodeBatch } from './batch.js';
 
 export {
   BackendUnavailableError,
@@ -23,10 +23,11 @@ export {
   backendKernelBehind,
   registerWasmKernels,
   WASM_FRONTED_KERNELS,
+  WASM_FUSED_GRADIENTS,
   WASM_MISSING_KERNELS,
   WASM_REPLACED_KERNELS,
 } from './kernels/register.js';
-export type { FrontedKernel } from './kernels/register.js';
+export type { FrontedKernel, FusedGradient } from './kernels/register.js';
 
 export { DEFAULT_LOCAL_LEARNING_RATE, TfjsLearner } from './learner.js';
 export { localOptimizerFor, tfjsLocalOptimizer, tfjsLocalOptimizerFor } from './local-optimizer.js';

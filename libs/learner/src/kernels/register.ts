@@ -3,9 +3,11 @@ import {
   BatchMatMul,
   Conv2DBackpropInput,
   getKernel,
+  registerGradient,
   registerKernel,
   Sum,
   unregisterKernel,
+  type GradConfig,
   type KernelConfig,
 } from '@tensorflow/tfjs';
 import { batchMatMulConfig } from './batch-mat-mul.js';
@@ -16,6 +18,7 @@ import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop
 import { depthwiseConv2dBackpropInputConfig } from './depthwise-conv2d-backprop-input.js';
 import { identityConfig } from './identity.js';
 import { maxPoolGradConfig } from './max-pool-grad.js';
+import { reluGradConfig, reluGradKernelConfig } from './relu-grad.js';
 
 /**
  * Kernels the wasm backend lacks but training needs: the filter gradient of conv2d, and both
@@ -49,6 +52,24 @@ export const WASM_FRONTED_KERNELS: readonly FrontedKernel[] = [
   { kernelName: Sum, inFrontOf: sumConfig },
 ];
 
+/** A gradient of ours and the kernel of ours it runs on the SIMD path. */
+export interface FusedGradient {
+  gradient: GradConfig;
+  kernel: KernelConfig;
+}
+
+/**
+ * Gradients that TF.js computes in several kernels and ours in one, on the SIMD path (relu's).
+ * A gradient is registered for every backend, as TF.js keeps one per operation: off the wasm
+ * backend's SIMD path it computes TF.js's own expression.
+ */
+export const WASM_FUSED_GRADIENTS: readonly FusedGradient[] = [
+  { gradient: reluGradConfig, kernel: reluGradKernelConfig },
+];
+
+/** The gradients of {@link WASM_FUSED_GRADIENTS} registered so far. */
+const registeredGradients = new Set<GradConfig>();
+
 /** Each front we registered, and the backend's own kernel behind it. */
 const fronts = new WeakMap<KernelConfig, KernelConfig>();
 
@@ -63,8 +84,9 @@ export function backendKernelBehind(kernelName: string): KernelConfig | undefine
 
 /**
  * Registers {@link WASM_MISSING_KERNELS} where absent, {@link WASM_REPLACED_KERNELS} in place of
- * the backend's own, and {@link WASM_FRONTED_KERNELS} in front of the backend's own. Idempotent.
- * Returns the names of the kernels registered by this call.
+ * the backend's own, {@link WASM_FRONTED_KERNELS} in front of the backend's own, and the gradients
+ * of {@link WASM_FUSED_GRADIENTS} with their kernels. Idempotent. Returns the names of the kernels
+ * registered by this call.
  */
 export function registerWasmKernels(): string[] {
   const registered: string[] = [];
@@ -88,6 +110,13 @@ export function registerWasmKernels(): string[] {
     registerKernel(front);
     fronts.set(front, own);
     registered.push(kernelName);
+  }
+  for (const { gradient, kernel } of WASM_FUSED_GRADIENTS) {
+    if (registeredGradients.has(gradient)) continue;
+    if (getKernel(kernel.kernelName, kernel.backendName) === undefined) registerKernel(kernel);
+    registerGradient(gradient);
+    registeredGradients.add(gradient);
+    registered.push(kernel.kernelName);
   }
   return registered;
 }

@@ -42,6 +42,7 @@ const MODULES = {
   depthwiseConv2dBackpropFilter: ['depthwise-conv2d-backprop-filter.wasm', 'depthwise_conv2d_backprop_filter'],
   depthwiseConv2dBackpropInput: ['depthwise-conv2d-backprop-input.wasm', 'depthwise_conv2d_backprop_input'],
   maxPoolGrad: ['max-pool-grad.wasm', 'max_pool_grad'],
+  reluGrad: ['relu-grad.wasm', 'relu_grad'],
   sumRows: ['sum-rows.wasm', 'sum_rows'],
 } as const;
 

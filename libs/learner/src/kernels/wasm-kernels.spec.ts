@@ -7,6 +7,7 @@ import {
   backendKernelBehind,
   registerWasmKernels,
   WASM_FRONTED_KERNELS,
+  WASM_FUSED_GRADIENTS,
   WASM_MISSING_KERNELS,
   WASM_REPLACED_KERNELS,
 } from './register.js';
@@ -164,6 +165,7 @@ describe('wasm kernels', () => {
       expect(tf.getKernel(config.kernelName, 'wasm')).toBe(config);
     }
     for (const { kernelName } of WASM_FRONTED_KERNELS) expect(tf.getKernel(kernelName, 'wasm')).toBeDefined();
+    for (const { kernel } of WASM_FUSED_GRADIENTS) expect(tf.getKernel(kernel.kernelName, 'wasm')).toBe(kernel);
     expect(registerWasmKernels()).toEqual([]);
   });
 
@@ -345,7 +347,7 @@ describe('wasm kernels', () => {
    * often our kernel ran.
    */
   async function simdCallsAgreeing(
-    kernel: 'biasAdd' | 'sumRows',
+    kernel: 'biasAdd' | 'sumRows' | 'reluGrad',
     run: () => tf.Tensor,
     exact: boolean,
   ): Promise<number> {
@@ -437,6 +439,39 @@ describe('wasm kernels', () => {
           const run = (): tf.Tensor =>
             tf.engine().runKernel('Sum', { x: tf.tensor(x, shape) }, { axis, keepDims: c.keepDims }) as tf.Tensor;
           expect(await simdCallsAgreeing('sumRows', run, false)).toBe(ours ? 2 : 0);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it("wasm kernels - relu's gradient is our kernel on the SIMD path and TF.js's expression elsewhere, value for value", async () => {
+    const special = [Number.NaN, 0, -0, Infinity, -Infinity, 1e-30, -1e-30];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          shape: fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 4 }),
+          // Where x and dy take a special value (NaN, signed zeros, infinities, tiny values).
+          xSpecial: fc.array(fc.tuple(fc.nat(), fc.constantFrom(...special)), { maxLength: 6 }),
+          dySpecial: fc.array(fc.tuple(fc.nat(), fc.constantFrom(...special)), { maxLength: 6 }),
+          seed: fc.integer(),
+        }),
+        async (c) => {
+          const n = size(c.shape);
+          const x = randomValues(c.seed, n);
+          const dy = randomValues(c.seed ^ 0x5bd1e995, n);
+          for (const [at, v] of c.xSpecial) x[at % n] = v;
+          for (const [at, v] of c.dySpecial) dy[at % n] = v;
+          const run = (): tf.Tensor =>
+            tf.grad((t: tf.Tensor) => tf.relu(t))(tf.tensor(x, c.shape), tf.tensor(dy, c.shape));
+          const expression = (): tf.Tensor => {
+            const t = tf.tensor(x, c.shape);
+            return tf.mul(tf.tensor(dy, c.shape), tf.cast(tf.step(t), 'float32'));
+          };
+          expect(await simdCallsAgreeing('reluGrad', run, true)).toBe(2);
+          // Signed zeros and NaNs as the expression gives them on the backend.
+          const spelled = (values: Float32Array) => Array.from(values, (v) => (Object.is(v, -0) ? '-0' : String(v)));
+          expect(spelled(await onWasm('wasm-simd', run))).toEqual(spelled(await onWasm('js', expression)));
         },
       ),
       { numRuns: 60 },

@@ -1,0 +1,66 @@
+import * as tf from '@tensorflow/tfjs';
+import { Relu, util, type GradConfig, type KernelConfig, type KernelFunc, type TensorInfo } from '@tensorflow/tfjs';
+import { simdKernelsFor } from './kernel-path.js';
+import { heapAddress, type WasmHeapBackend } from './wasm-heap.js';
+
+/** Our kernel of relu's gradient on the wasm backend (a name of ours, not one of TF.js's). */
+export const RELU_GRAD_KERNEL = 'TributaryReluGrad';
+
+interface ReluGradArgs {
+  inputs: { dy: TensorInfo; x: TensorInfo };
+  backend: WasmHeapBackend;
+}
+
+/** `dy * step(x)` by our SIMD128 kernel; only run where {@link usesOurKernel} said so. */
+function reluGrad({ inputs, backend }: ReluGradArgs): TensorInfo {
+  const { dy, x } = inputs;
+  const simd = simdKernelsFor(backend);
+  if (simd === undefined) throw new Error(`${RELU_GRAD_KERNEL} needs the SIMD kernels`);
+  const out = backend.makeOutput(x.shape, 'float32');
+  simd.reluGrad(
+    heapAddress(backend, dy),
+    heapAddress(backend, x),
+    heapAddress(backend, out),
+    util.sizeFromShape(x.shape),
+  );
+  return out;
+}
+
+export const reluGradKernelConfig: KernelConfig = {
+  kernelName: RELU_GRAD_KERNEL,
+  backendName: 'wasm',
+  kernelFunc: reluGrad as unknown as KernelFunc,
+};
+
+/** Whether relu's gradient of these tensors is ours: float32, one shape, on the wasm backend's SIMD path. */
+function usesOurKernel(dy: tf.Tensor, x: tf.Tensor): boolean {
+  return (
+    tf.getBackend() === 'wasm' &&
+    dy.dtype === 'float32' &&
+    x.dtype === 'float32' &&
+    dy.size > 0 &&
+    util.arraysEqual(dy.shape, x.shape) &&
+    simdKernelsFor(tf.backend() as unknown as WasmHeapBackend) !== undefined
+  );
+}
+
+/**
+ * Relu's gradient: on the wasm backend's SIMD path one kernel of ours, elsewhere TF.js's own
+ * expression, `dy * cast(step(x))`, which gives the same values. TF.js runs that as three kernels
+ * with a new tensor each; for the first convolution of the example CNN (32 images of 28 x 28, 8
+ * channels) the three took 0.45 ms.
+ */
+export const reluGradConfig: GradConfig = {
+  kernelName: Relu,
+  inputsToSave: ['x'],
+  gradFunc: (dy, saved) => {
+    const [x] = saved as [tf.Tensor];
+    const gradient = dy as tf.Tensor;
+    return {
+      x: () =>
+        usesOurKernel(gradient, x)
+          ? (tf.engine().runKernel(RELU_GRAD_KERNEL, { dy: gradient, x }) as tf.Tensor)
+          : tf.mul(gradient, tf.cast(tf.step(x), 'float32')),
+    };
+  },
+};
