@@ -1,11 +1,5 @@
-import {
-  BatchMatMul,
-  broadcast_util,
-  util,
-  type KernelConfig,
-  type KernelFunc,
-  type TensorInfo,
-} from '@tensorflow/tfjs';
+import { broadcast_util, util, type KernelConfig, type TensorInfo } from '@tensorflow/tfjs';
+import { frontOf } from './front.js';
 import { simdKernelsFor } from './kernel-path.js';
 import { heapAddress, withScratch, type WasmHeapBackend } from './wasm-heap.js';
 
@@ -73,12 +67,5 @@ function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInf
  * else, and everything on the plain JavaScript path, goes to `own` (whose set-up it keeps).
  */
 export function batchMatMulConfig(own: KernelConfig): KernelConfig {
-  return {
-    kernelName: BatchMatMul,
-    backendName: 'wasm',
-    setupFunc: own.setupFunc,
-    disposeFunc: own.disposeFunc,
-    kernelFunc: ((args: BatchMatMulArgs) =>
-      batchMatMulSimd(args) ?? own.kernelFunc(args as never)) as unknown as KernelFunc,
-  };
+  return frontOf(own, batchMatMulSimd);
 }

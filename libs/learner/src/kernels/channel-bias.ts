@@ -1,4 +1,5 @@
-import { Add, Sum, util, type KernelConfig, type KernelFunc, type TensorInfo } from '@tensorflow/tfjs';
+import { util, type KernelConfig, type TensorInfo } from '@tensorflow/tfjs';
+import { frontOf } from './front.js';
 import { simdKernelsFor } from './kernel-path.js';
 import { heapAddress, type WasmHeapBackend } from './wasm-heap.js';
 
@@ -77,13 +78,7 @@ function sumRowsSimd({ inputs, backend, attrs }: SumArgs): TensorInfo | undefine
  * else, and everything on the plain JavaScript path, goes to `own` (whose set-up it keeps).
  */
 export function addConfig(own: KernelConfig): KernelConfig {
-  return {
-    kernelName: Add,
-    backendName: 'wasm',
-    setupFunc: own.setupFunc,
-    disposeFunc: own.disposeFunc,
-    kernelFunc: ((args: AddArgs) => biasAddSimd(args) ?? own.kernelFunc(args as never)) as unknown as KernelFunc,
-  };
+  return frontOf(own, biasAddSimd);
 }
 
 /**
@@ -95,11 +90,5 @@ export function addConfig(own: KernelConfig): KernelConfig {
  * (whose set-up it keeps).
  */
 export function sumConfig(own: KernelConfig): KernelConfig {
-  return {
-    kernelName: Sum,
-    backendName: 'wasm',
-    setupFunc: own.setupFunc,
-    disposeFunc: own.disposeFunc,
-    kernelFunc: ((args: SumArgs) => sumRowsSimd(args) ?? own.kernelFunc(args as never)) as unknown as KernelFunc,
-  };
+  return frontOf(own, sumRowsSimd);
 }

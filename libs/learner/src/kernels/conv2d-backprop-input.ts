@@ -1,12 +1,5 @@
-import {
-  backend_util,
-  Conv2D,
-  Conv2DBackpropInput,
-  getKernel,
-  type KernelConfig,
-  type KernelFunc,
-  type TensorInfo,
-} from '@tensorflow/tfjs';
+import { backend_util, Conv2D, getKernel, type KernelConfig, type TensorInfo } from '@tensorflow/tfjs';
+import { frontOf } from './front.js';
 import { simdKernelsFor } from './kernel-path.js';
 import { convGeometry } from './simd-kernels.js';
 import { heapAddress, withScratch, type WasmHeapBackend } from './wasm-heap.js';
@@ -124,12 +117,5 @@ function conv2dBackpropInputSimd({ inputs, backend, attrs }: Conv2DBackpropInput
  * JavaScript path, still go to `own` (whose set-up it keeps).
  */
 export function conv2dBackpropInputConfig(own: KernelConfig): KernelConfig {
-  return {
-    kernelName: Conv2DBackpropInput,
-    backendName: 'wasm',
-    setupFunc: own.setupFunc,
-    disposeFunc: own.disposeFunc,
-    kernelFunc: ((args: Conv2DBackpropInputArgs) =>
-      conv2dBackpropInputSimd(args) ?? own.kernelFunc(args as never)) as unknown as KernelFunc,
-  };
+  return frontOf(own, conv2dBackpropInputSimd);
 }
