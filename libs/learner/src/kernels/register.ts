@@ -18,7 +18,7 @@ import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop
 import { depthwiseConv2dBackpropInputConfig } from './depthwise-conv2d-backprop-input.js';
 import { identityConfig } from './identity.js';
 import { maxPoolGradConfig } from './max-pool-grad.js';
-import { reluGradConfig, reluGradKernelConfig } from './relu-grad.js';
+import { reluGradConfig, reluGradKernelConfig, reluGradKernelGradConfig } from './relu-grad.js';
 
 /**
  * Kernels the wasm backend lacks but training needs: the filter gradient of conv2d, and both
@@ -52,10 +52,12 @@ export const WASM_FRONTED_KERNELS: readonly FrontedKernel[] = [
   { kernelName: Sum, inFrontOf: sumConfig },
 ];
 
-/** A gradient of ours and the kernel of ours it runs on the SIMD path. */
+/** A gradient of ours, the kernel of ours it runs on the SIMD path, and that kernel's own gradient. */
 export interface FusedGradient {
   gradient: GradConfig;
   kernel: KernelConfig;
+  /** For second derivatives through the gradient. */
+  kernelGradient: GradConfig;
 }
 
 /**
@@ -64,7 +66,7 @@ export interface FusedGradient {
  * backend's SIMD path it computes TF.js's own expression.
  */
 export const WASM_FUSED_GRADIENTS: readonly FusedGradient[] = [
-  { gradient: reluGradConfig, kernel: reluGradKernelConfig },
+  { gradient: reluGradConfig, kernel: reluGradKernelConfig, kernelGradient: reluGradKernelGradConfig },
 ];
 
 /** The gradients of {@link WASM_FUSED_GRADIENTS} registered so far. */
@@ -111,9 +113,10 @@ export function registerWasmKernels(): string[] {
     fronts.set(front, own);
     registered.push(kernelName);
   }
-  for (const { gradient, kernel } of WASM_FUSED_GRADIENTS) {
+  for (const { gradient, kernel, kernelGradient } of WASM_FUSED_GRADIENTS) {
     if (registeredGradients.has(gradient)) continue;
     if (getKernel(kernel.kernelName, kernel.backendName) === undefined) registerKernel(kernel);
+    registerGradient(kernelGradient);
     registerGradient(gradient);
     registeredGradients.add(gradient);
     registered.push(kernel.kernelName);

@@ -44,6 +44,13 @@ function usesOurKernel(dy: tf.Tensor, x: tf.Tensor): boolean {
   );
 }
 
+/** `dy * step(x)`: by our kernel where {@link usesOurKernel} says so, else by TF.js's expression. */
+function reluGradOf(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
+  return usesOurKernel(dy, x)
+    ? (tf.engine().runKernel(RELU_GRAD_KERNEL, { dy, x }) as tf.Tensor)
+    : tf.mul(dy, tf.cast(tf.step(x), 'float32'));
+}
+
 /**
  * Relu's gradient: on the wasm backend's SIMD path one kernel of ours, elsewhere TF.js's own
  * expression, `dy * cast(step(x))`, which gives the same values. TF.js runs that as three kernels
@@ -55,12 +62,19 @@ export const reluGradConfig: GradConfig = {
   inputsToSave: ['x'],
   gradFunc: (dy, saved) => {
     const [x] = saved as [tf.Tensor];
-    const gradient = dy as tf.Tensor;
-    return {
-      x: () =>
-        usesOurKernel(gradient, x)
-          ? (tf.engine().runKernel(RELU_GRAD_KERNEL, { dy: gradient, x }) as tf.Tensor)
-          : tf.mul(gradient, tf.cast(tf.step(x), 'float32')),
-    };
+    return { x: () => reluGradOf(dy as tf.Tensor, x) };
+  },
+};
+
+/**
+ * The gradient of our kernel, for a second derivative through relu: `step(x)` again with respect
+ * to dy, and zero with respect to x, as TF.js's expression gives (Step's gradient is zero).
+ */
+export const reluGradKernelGradConfig: GradConfig = {
+  kernelName: RELU_GRAD_KERNEL,
+  inputsToSave: ['x'],
+  gradFunc: (upstream, saved) => {
+    const [x] = saved as [tf.Tensor];
+    return { dy: () => reluGradOf(upstream as tf.Tensor, x), x: () => tf.zerosLike(x) };
   },
 };

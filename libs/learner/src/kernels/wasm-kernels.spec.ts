@@ -478,6 +478,21 @@ describe('wasm kernels', () => {
     );
   });
 
+  it("wasm kernels - a second derivative through relu is the same on the SIMD path as TF.js's", async () => {
+    const shape = [3, 5, 7];
+    const x = randomValues(11, size(shape));
+    x[0] = 0;
+    x[1] = -0;
+    // d/dx of sum(d/dy sum(relu(y) * relu(y) * y)): through relu's gradient, and through its gradient's.
+    const run = (): tf.Tensor =>
+      tf.grad((v: tf.Tensor) =>
+        tf
+          .grad((y: tf.Tensor) => tf.sum(tf.mul(tf.square(tf.relu(y)), y)))(v)
+          .sum(),
+      )(tf.tensor(x, shape));
+    expect(await simdCallsAgreeing('reluGrad', run, true)).toBeGreaterThan(2);
+  });
+
   it('wasm kernels - SIMD kernels give the same gradients after the wasm heap grows', async () => {
     const xShape: Shape4 = [2, 9, 7, 6];
     const filterShape: Shape4 = [3, 3, 6, 10];
