@@ -5,20 +5,20 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { Relu, type GradConfig } from '@tensorflow/tfjs';
-import { selectBackend, WASM_FUSED_GRADIENTS } from '#libs/learner';
+import { selectBackend, tfjsReluGradient, WASM_FUSED_GRADIENTS } from '#libs/learner';
 import type { BenchResult } from '../bench-result.js';
 import { comparePairedRounds } from './paired-rounds.js';
 
 /** Target: ours is no slower than TF.js's. */
 const TARGET_RATIO = 1;
 
-/** TF.js's own gradient of relu, as its `Relu_grad` defines it. */
+/** TF.js's own gradient of relu. */
 const TFJS_RELU_GRAD: GradConfig = {
   kernelName: Relu,
   inputsToSave: ['x'],
   gradFunc: (dy, saved) => {
     const [x] = saved as [tf.Tensor];
-    return { x: () => tf.mul(dy as tf.Tensor, tf.cast(tf.step(x), 'float32')) };
+    return { x: () => tfjsReluGradient(dy as tf.Tensor, x) };
   },
 };
 

@@ -28,6 +28,7 @@ export {
   WASM_REPLACED_KERNELS,
 } from './kernels/register.js';
 export type { FrontedKernel, FusedGradient } from './kernels/register.js';
+export { tfjsReluGradient } from './kernels/relu-grad.js';
 
 export { DEFAULT_LOCAL_LEARNING_RATE, TfjsLearner } from './learner.js';
 export { localOptimizerFor, tfjsLocalOptimizer, tfjsLocalOptimizerFor } from './local-optimizer.js';

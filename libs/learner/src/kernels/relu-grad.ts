@@ -44,11 +44,16 @@ function usesOurKernel(dy: tf.Tensor, x: tf.Tensor): boolean {
   );
 }
 
+/** Relu's gradient as TF.js's own `Relu_grad` computes it: three kernels, Step, Cast and Multiply. */
+export function tfjsReluGradient(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
+  return tf.mul(dy, tf.cast(tf.step(x), 'float32'));
+}
+
 /** `dy * step(x)`: by our kernel where {@link usesOurKernel} says so, else by TF.js's expression. */
 function reluGradOf(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   return usesOurKernel(dy, x)
     ? (tf.engine().runKernel(RELU_GRAD_KERNEL, { dy, x }) as tf.Tensor)
-    : tf.mul(dy, tf.cast(tf.step(x), 'float32'));
+    : tfjsReluGradient(dy, x);
 }
 
 /**
