@@ -182,6 +182,14 @@ export interface FinishInitReply {
 export interface JoinRequest {
   jobId: string;
   trainerId: string;
+  /**
+   * The first version this trainer may be counted in, at least. Each shard counts a newcomer
+   * from the version after its open one, and shards can be a version apart when it joins them:
+   * a trainer joins every shard, then again with the latest of the versions they answered, so
+   * that every shard counts it from the same version. Raising it on a member takes the member
+   * out of the quorums before that version (which may then step); it is never lowered.
+   */
+  countedFromAtLeast: number;
 }
 
 export interface JoinReply {
@@ -1217,7 +1225,7 @@ export const FinishInitReply: MessageFns<FinishInitReply> = {
 };
 
 function createBaseJoinRequest(): JoinRequest {
-  return { jobId: "", trainerId: "" };
+  return { jobId: "", trainerId: "", countedFromAtLeast: 0 };
 }
 
 export const JoinRequest: MessageFns<JoinRequest> = {
@@ -1227,6 +1235,9 @@ export const JoinRequest: MessageFns<JoinRequest> = {
     }
     if (message.trainerId !== "") {
       writer.uint32(18).string(message.trainerId);
+    }
+    if (message.countedFromAtLeast !== 0) {
+      writer.uint32(24).int64(message.countedFromAtLeast);
     }
     return writer;
   },
@@ -1260,6 +1271,14 @@ export const JoinRequest: MessageFns<JoinRequest> = {
             message.trainerId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.countedFromAtLeast = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1284,6 +1303,11 @@ export const JoinRequest: MessageFns<JoinRequest> = {
         : isSet(object.trainer_id)
         ? globalThis.String(object.trainer_id)
         : "",
+      countedFromAtLeast: isSet(object.countedFromAtLeast)
+        ? globalThis.Number(object.countedFromAtLeast)
+        : isSet(object.counted_from_at_least)
+        ? globalThis.Number(object.counted_from_at_least)
+        : 0,
     };
   },
 
@@ -1295,6 +1319,9 @@ export const JoinRequest: MessageFns<JoinRequest> = {
     if (message.trainerId !== "") {
       obj.trainerId = message.trainerId;
     }
+    if (message.countedFromAtLeast !== 0) {
+      obj.countedFromAtLeast = Math.round(message.countedFromAtLeast);
+    }
     return obj;
   },
 
@@ -1305,6 +1332,7 @@ export const JoinRequest: MessageFns<JoinRequest> = {
     const message = createBaseJoinRequest();
     message.jobId = object.jobId ?? "";
     message.trainerId = object.trainerId ?? "";
+    message.countedFromAtLeast = object.countedFromAtLeast ?? 0;
     return message;
   },
 };

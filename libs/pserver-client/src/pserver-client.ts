@@ -161,9 +161,14 @@ export class PserverClient {
     return this.unary((cb) => this.client.finishInit({ jobId, trainerId }, this.meta(), this.callOptions(), cb));
   }
 
-  /** Joins the job's synchronous quorum (idempotent; also a liveness refresh). */
-  join(jobId: string, trainerId: string): Promise<JoinReply> {
-    return this.unary((cb) => this.client.join({ jobId, trainerId }, this.meta(), this.callOptions(), cb));
+  /**
+   * Joins the job's synchronous quorum (idempotent; also a liveness refresh), counted from
+   * `countedFromAtLeast` at the earliest.
+   */
+  join(jobId: string, trainerId: string, countedFromAtLeast = 0): Promise<JoinReply> {
+    return this.unary((cb) =>
+      this.client.join({ jobId, trainerId, countedFromAtLeast }, this.meta(), this.callOptions(), cb),
+    );
   }
 
   /** Leaves the job's quorum at once. */

@@ -34,6 +34,12 @@ import {
   type TensorLike,
 } from './shard-fanout.js';
 
+/**
+ * How many times `join` asks the shards again to count the trainer from one version; each round
+ * settles it unless a shard readmitted the trainer in between.
+ */
+const MAX_JOIN_ALIGNMENTS = 3;
+
 /** Settings of a `ShardedPserverClient`. */
 export interface ShardedPserverClientOptions {
   jobId: string;
@@ -201,11 +207,24 @@ export class ShardedPserverClient {
     return this.init.initialize(specJson, async () => this.partition.split(await makeParams(), 'initParams'), options);
   }
 
-  /** Joins the quorum of every shard. */
+  /**
+   * Joins the quorum of every shard, counted from the same version on each. A shard counts a
+   * newcomer from the version after its open one, and the shards can be a version apart at that
+   * moment; counted from 9 on one and 10 on the other, the trainer's first pull (which wants one
+   * version on every shard) would wait for a step that waits for the trainer itself, and every
+   * later step would mix parameters of two versions. So when the shards answer different versions,
+   * each is asked again to count it from the latest of them (never earlier than it already does).
+   */
   async join(): Promise<{ versions: number[]; countedFrom: number[] }> {
-    const replies = await this.everyShard('join', (k) =>
-      this.shards.retrying(k, (c) => c.join(this.jobId, this.trainerId)),
-    );
+    const joinEvery = (atLeast: number) =>
+      this.everyShard('join', (k) => this.shards.retrying(k, (c) => c.join(this.jobId, this.trainerId, atLeast)));
+    let replies = await joinEvery(0);
+    for (let tries = 0; tries < MAX_JOIN_ALIGNMENTS; tries++) {
+      const counted = replies.map((r) => r.countedFromVersion);
+      if (counted.every((v) => v === counted[0])) break;
+      // A shard that readmitted the trainer in between may answer a later version: asked again.
+      replies = await joinEvery(Math.max(...counted));
+    }
     return { versions: replies.map((r) => r.version), countedFrom: replies.map((r) => r.countedFromVersion) };
   }
 

@@ -271,6 +271,42 @@ describe('pserver over gRPC', () => {
     expect(Array.from(last.tensors[0].data)).toEqual([-0.5, -0.5, -0.5]);
   });
 
+  it('pserver grpc - a trainer joining while the shards are a version apart counts from one version on both, and its first pull does not wait for itself', async () => {
+    const a = trainer('a');
+    const b = trainer('b');
+    await a.initialize(SPEC, () => filled(PARAMS, () => 1));
+    await a.join();
+    const grad = filled(PARAMS, () => 1);
+    // a's push for version 0 is taken by shard 1 first: b joins while shard 0 is at 0 and shard 1 at 1.
+    const push = (k: number, version: number) =>
+      shardClient(k).pushGradients({
+        jobId: 'job-1',
+        trainerId: 'a',
+        version,
+        samples: 8,
+        gradients: grad
+          .filter((g) => a.shardMap.shardOf(g.name) === k)
+          .map((g) => ({ ...g, data: g.data as Float32Array })),
+      });
+    await push(1, 0);
+    // Shard 0 would count b from 1 and shard 1 from 2: both count it from 2.
+    expect(await b.join()).toEqual({ versions: [0, 1], countedFrom: [2, 2] });
+    // a goes on: version 1 steps on a's pushes alone on both shards.
+    await push(0, 0);
+    await push(1, 1);
+    await push(0, 1);
+    // b's first pull wants one version on both shards and gets it at once. Were b counted from 1
+    // on shard 0, shard 0 would wait at version 1 for b, and the pull for version 2 on both
+    // would run out of time with the shards at [1, 2].
+    const pulled = await b.pullParams(0, { waitMs: 2_000 });
+    expect(pulled).toMatchObject({ versions: [2, 2], consistent: true });
+    // Version 2 waits for b on both shards.
+    await Promise.all([push(0, 2), push(1, 2)]);
+    expect((await a.status()).map((r) => r.jobs[0]?.version)).toEqual([2, 2]);
+    await b.pushGradients(pulled.versions, 8, grad);
+    expect((await a.status()).map((r) => r.jobs[0]?.version)).toEqual([3, 3]);
+  });
+
   it('pserver grpc - push-pull answers a synchronous push with the parameters of the step it belongs to', async () => {
     const { a, b, grad, zero } = await twoTrainersAtVersionOne();
     expect(zero.params?.versions).toEqual([1, 1]);

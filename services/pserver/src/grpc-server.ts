@@ -180,7 +180,8 @@ export class PserverGrpcServer {
         version: await this.shard.finishInit(req.jobId, req.trainerId),
       })),
       join: this.unary('Join', async (req) => {
-        const { version, countedFrom } = (await this.shard.job(req.jobId)).join(req.trainerId);
+        const job = await this.shard.job(req.jobId);
+        const { version, countedFrom } = job.join(req.trainerId, req.countedFromAtLeast);
         return { version, countedFromVersion: countedFrom };
       }),
       leave: this.unary('Leave', async (req) => {

@@ -149,6 +149,31 @@ describe('job shard', () => {
     expect(() => job.push('a', 5, 1, grads([0, 0], 0))).toThrow('gradient version 5 is ahead of shard version 2');
   });
 
+  it('job shard - sync: joining again from a later version takes a member out of the open step, never back in', () => {
+    const { job, versions } = makeJob();
+    initialize(job);
+    job.join('a');
+    expect(job.push('a', 0, 1, grads([0, 0], 0)).version).toBe(1);
+    // b joins at version 1: counted from 2, so version 1 steps on a's push alone.
+    expect(job.join('b')).toEqual({ version: 1, countedFrom: 2 });
+    expect(job.push('a', 1, 1, grads([0, 0], 0)).version).toBe(2);
+    // Version 2 waits for b...
+    expect(job.push('a', 2, 1, grads([1, 1], 1))).toEqual({ version: 2, accepted: true });
+    // ...until b says another shard counts it from 3: version 2 steps with a's push.
+    expect(job.join('b', 3)).toEqual({ version: 3, countedFrom: 3 });
+    expect(values(job)).toEqual({ w: [0.5, 1.5], b: [-0.5] });
+    expect(versions).toEqual([0, 1, 2, 3]);
+    // An earlier version is not taken back, and version 3 waits for b.
+    expect(job.join('b', 2)).toEqual({ version: 3, countedFrom: 3 });
+    expect(job.join('b')).toEqual({ version: 3, countedFrom: 3 });
+    expect(job.push('a', 3, 1, grads([0, 0], 0))).toEqual({ version: 3, accepted: true });
+    expect(job.push('b', 3, 1, grads([0, 0], 0))).toEqual({ version: 4, accepted: true });
+    // A newcomer asked to count from a later version than its own.
+    expect(job.join('c', 9)).toEqual({ version: 4, countedFrom: 9 });
+    expect(() => job.join('c', -1)).toThrow('counted_from_at_least: must be a version (0 or more), got -1');
+    expect(() => job.join('c', 1.5)).toThrow(InvalidRequestError);
+  });
+
   it('job shard - a refused push changes nothing', () => {
     const { job } = makeJob();
     initialize(job);

@@ -1,7 +1,13 @@
 import type { DataType, TensorInfo } from '#libs/pserver-protocol';
 import { createOptimizerState, defaultKernelBackend, type KernelBackend } from '#libs/optimizer';
 import type { CheckpointData } from './checkpoint.js';
-import { AlreadyInitializedError, NotInitializedError, ShardClosingError, SnapshotNotRetainedError } from './errors.js';
+import {
+  AlreadyInitializedError,
+  InvalidRequestError,
+  NotInitializedError,
+  ShardClosingError,
+  SnapshotNotRetainedError,
+} from './errors.js';
 import { addDeltas, takeStep } from './gradient-step.js';
 import { INIT_LEASE_MS, InitElection, type InitElectionResult } from './init-election.js';
 import { stepsByRound, type ShardJobSettings } from './job-settings.js';
@@ -215,14 +221,21 @@ export class JobShard {
   }
 
   /**
-   * Adds a trainer to the quorum. It counts from the version after the open one; before
-   * initialisation, from version 0. Joining again is a liveness refresh.
+   * Adds a trainer to the quorum. It counts from the version after the open one (before
+   * initialisation, from version 0), and from `atLeast` at the earliest: the other shards may
+   * count it from a later version, and a trainer's versions agree on every shard (see
+   * `ShardedPserverClient.join`). Joining again is a liveness refresh, which may raise the
+   * version it counts from; the open version may then step without it.
    */
-  join(trainerId: string): { version: number; countedFrom: number } {
+  join(trainerId: string, atLeast = 0): { version: number; countedFrom: number } {
     requireTrainer(trainerId);
+    if (!Number.isSafeInteger(atLeast) || atLeast < 0) {
+      throw new InvalidRequestError('counted_from_at_least', `must be a version (0 or more), got ${atLeast}`);
+    }
     this.touch(trainerId);
-    const { countedFrom, joined } = this.membership.join(trainerId, this.nextCounted());
-    if (joined) this.hooks.onMembership?.(this);
+    const { countedFrom, joined, raised } = this.membership.join(trainerId, this.nextCounted(), atLeast);
+    if (joined || raised) this.hooks.onMembership?.(this);
+    if (raised) this.maybeStep();
     return { version: this.version, countedFrom };
   }
 

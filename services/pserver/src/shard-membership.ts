@@ -24,12 +24,14 @@ export class ShardMembership {
   ) {}
 
   /**
-   * Adds `trainerId` counted from `countedFrom`; a member joining again keeps its version.
-   * `joined` is false when it was a member already.
+   * Adds `trainerId` counted from `countedFrom`; a member joining again keeps its version. Either
+   * way it counts from `atLeast` at the earliest (see `SyncBarrier.join`). `joined` is false when
+   * it was a member already; `raised`, when it was one counted from an earlier version.
    */
-  join(trainerId: string, countedFrom: number): { countedFrom: number; joined: boolean } {
-    const joined = !this.barrier.isMember(trainerId);
-    return { countedFrom: this.barrier.join(trainerId, countedFrom), joined };
+  join(trainerId: string, countedFrom: number, atLeast = 0): { countedFrom: number; joined: boolean; raised: boolean } {
+    const before = this.barrier.countedFrom(trainerId);
+    const from = this.barrier.join(trainerId, countedFrom, atLeast);
+    return { countedFrom: from, joined: before === undefined, raised: before !== undefined && from > before };
   }
 
   /** Removes `trainerId` at once; returns false when it was not a member. */

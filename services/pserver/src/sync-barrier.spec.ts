@@ -28,6 +28,20 @@ describe('sync barrier', () => {
     expect(b.join('late', 9)).toBe(6);
   });
 
+  it('sync barrier - a member asked to count from a later version leaves the quorums before it; never an earlier one', () => {
+    const b = new SyncBarrier();
+    b.join('a', 0);
+    b.join('b', 5);
+    b.add('a', 4, grads([1]));
+    expect(b.ready(5)).toBe(false);
+    expect(b.join('b', 0, 6)).toBe(6);
+    expect(b.countedFrom('b')).toBe(6);
+    expect(b.ready(5)).toBe(true);
+    expect(b.join('b', 0, 3)).toBe(6);
+    expect(b.join('new', 2, 8)).toBe(8);
+    expect(b.countedFrom('gone')).toBeUndefined();
+  });
+
   it('sync barrier - a leave shrinks the quorum of the open version at once', () => {
     const b = new SyncBarrier();
     b.join('a', 0);

@@ -59,13 +59,19 @@ export class SyncBarrier {
 
   /**
    * Adds a member counted from `countedFrom`; a member that joins again keeps its original
-   * version. Returns the version the member counts from.
+   * version. Either way it counts from `atLeast` at the earliest: raising a member's version
+   * takes it out of the quorums before it (the open one may then be ready), and a version is
+   * never lowered. Returns the version the member counts from.
    */
-  join(trainerId: string, countedFrom: number): number {
-    const existing = this.members.get(trainerId);
-    if (existing !== undefined) return existing;
-    this.members.set(trainerId, countedFrom);
-    return countedFrom;
+  join(trainerId: string, countedFrom: number, atLeast = 0): number {
+    const from = Math.max(this.members.get(trainerId) ?? countedFrom, atLeast);
+    this.members.set(trainerId, from);
+    return from;
+  }
+
+  /** The first version whose quorum includes `trainerId`; undefined when it is not a member. */
+  countedFrom(trainerId: string): number | undefined {
+    return this.members.get(trainerId);
   }
 
   /** Removes a member; returns false when it was not one. */
