@@ -187,6 +187,7 @@ describe('job trainer (real NATS, real parameter servers)', () => {
     trainerId: string,
     status?: (patch: Partial<MemberStatus>) => void,
     createLearner: () => TfjsLearner = () => new TfjsLearner(),
+    idleTaskWaitMs = 1_000,
   ): JobTrainer {
     return new JobTrainer({
       master: new MasterClient(nc, trainerId, { logger: quiet }),
@@ -198,7 +199,7 @@ describe('job trainer (real NATS, real parameter servers)', () => {
       },
       logger: quiet,
       status,
-      idleTaskWaitMs: 1_000,
+      idleTaskWaitMs,
     });
   }
 
@@ -239,6 +240,41 @@ describe('job trainer (real NATS, real parameter servers)', () => {
     await eventually(async () => (await pserverStatus('tiny')).every((s) => s.jobs[0]?.members.length === 0));
 
     stop.abort();
+    await expect(run).resolves.toBe('stopped');
+  });
+
+  it('trainer - with no next task in hand it steps out of the quorum while it waits for one, and joins again with the next', async () => {
+    const spec = await setUpJob('step-out');
+    const stop = new AbortController();
+    const states: Partial<MemberStatus>[] = [];
+    // A pull for a task waits up to 5 s before the trainer counts as idle (and says so).
+    const run = makeJobTrainer('trainer-4', (patch) => states.push(patch), undefined, 5_000).run(spec, {
+      stop: stop.signal,
+      preempt: new AbortController().signal,
+    });
+    const members = async () => (await pserverStatus('step-out')).map((s) => s.jobs[0]?.members.length);
+    try {
+      await master.dispatch('step-out', 0, taskChunks(0, 2));
+      await master.waitReports('step-out', 1);
+      const idleBefore = states.filter((s) => s.state === 'idle').length;
+      // The end of an epoch: the last tasks train elsewhere, and another trainer's synchronous
+      // steps must not wait for this one, which has nothing to push. It is out of the quorum
+      // while its pull still waits: before the pull comes back empty and it says it is idle.
+      await eventually(async () => (await members()).every((n) => n === 0));
+      expect(states.filter((s) => s.state === 'idle').length).toBe(idleBefore);
+      await master.dispatch('step-out', 1, taskChunks(2, 2));
+      const reports = await master.waitReports('step-out', 2);
+      expect(reports.map((r) => [r.taskId, r.outcome, r.samples])).toEqual([
+        [0, 'done', 6],
+        [1, 'done', 6],
+      ]);
+      // Task 1 came to the pull that was waiting: the trainer never went idle in between.
+      expect(states.filter((s) => s.state === 'idle').length).toBe(idleBefore);
+      // Two minibatches (4 and 2 records) per task, each a step on every shard.
+      expect((await pserverStatus('step-out')).map((s) => s.jobs[0]?.version)).toEqual([4, 4]);
+    } finally {
+      stop.abort();
+    }
     await expect(run).resolves.toBe('stopped');
   });
 

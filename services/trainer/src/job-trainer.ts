@@ -198,6 +198,12 @@ export class JobTrainer {
       for (;;) {
         if (signals.stop.aborted) return 'stopped';
         if (signals.preempt.aborted) return 'preempted';
+        // With no next task in hand, the trainer steps out of the quorum before it waits for one,
+        // as a Horovod worker out of data joins: the others' synchronous steps would otherwise
+        // wait for a push it cannot make, at the end of every epoch for as long as the last
+        // tasks train elsewhere. It joins again with its next task.
+        const steppedOut = quorum.isJoined && ahead?.holdsTask !== true;
+        if (steppedOut) await quorum.leave();
         const early = await ahead?.take();
         ahead = undefined;
         const pulled: AheadPull =
@@ -208,8 +214,7 @@ export class JobTrainer {
         if ('kind' in pulled) {
           // Stopped or preempted: the loop ends above, and leaving happens on the way out.
           if (pulled.reason === 'aborted') continue;
-          if (quorum.isJoined) {
-            await quorum.leave();
+          if (steppedOut) {
             this.deps.status?.({ state: 'idle', taskId: undefined, samplesPerSecond: 0 });
             logger.log(`job ${jobId}: no task for now; left the quorum`);
           }

@@ -82,6 +82,11 @@ export class TaskAhead {
     );
   }
 
+  /** True once the pull has come back with a claimed task. */
+  get holdsTask(): boolean {
+    return this.early !== undefined && 'task' in this.early;
+  }
+
   /**
    * The task claimed ahead, waiting for the pull if it is still on its way; `undefined` when the
    * pull already came back without a task (the caller pulls again).
