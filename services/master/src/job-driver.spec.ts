@@ -21,14 +21,24 @@ class RecordingChannels {
   refuse = false;
   writes = 1;
   lost: number | undefined;
+  /** The next write fails as a lost connection would, after landing or not. */
+  failNext: 'landed' | 'not landed' | undefined;
+  /** What `store.load` finds. */
+  held: StoredJob | undefined;
+  readonly store = { load: async (): Promise<StoredJob | undefined> => this.held };
 
   async persist(_jobId: string, change: QueueChange, fence: string, writes: number): Promise<number> {
     this.fences.push(fence);
     if (this.refuse) throw new FencedWriteError('job-a', fence);
     if (this.lost !== undefined) throw new LostWritesError('job-a', writes, this.lost);
     expect(writes).toBe(this.writes);
+    const failing = this.failNext;
+    this.failNext = undefined;
+    if (failing === 'not landed') throw new Error('connection lost');
     this.calls.push(`persist@${writes} ${change.tasks.map((t) => `${t.taskId}:${t.status}`).join(',')}`);
-    return ++this.writes;
+    ++this.writes;
+    if (failing === 'landed') throw new Error('connection lost');
+    return this.writes;
   }
 
   async rewrite(job: StoredJob & { writes: number }, fence: string): Promise<number> {
@@ -44,11 +54,15 @@ class RecordingChannels {
     this.calls.push(`publish ${task.taskId}`);
   }
 
-  publishEvent(): void {}
+  publishEvent(event: { type: string }): void {
+    this.calls.push(`event ${event.type}`);
+  }
 
   async putRecord(): Promise<void> {}
 
-  async purgeTasks(): Promise<void> {}
+  async purgeTasks(): Promise<void> {
+    this.calls.push('purge');
+  }
 }
 
 function driver(channels: RecordingChannels): JobDriver {
@@ -95,4 +109,33 @@ describe('job driver', () => {
     await d.tick(3);
     expect(channels.calls.at(-2)).toBe('persist@3 3:pending');
   });
+
+  test.each(['landed', 'not landed'] as const)(
+    'job driver - a transition whose write failed with its outcome unknown is announced once, when it stands (%s)',
+    async (outcome) => {
+      const channels = new RecordingChannels();
+      const d = driver(channels);
+      await d.tick(1);
+      const before = d.stored();
+      channels.failNext = outcome;
+      await expect(d.stop('manual')).rejects.toThrow('connection lost');
+      // Nothing is said of a stop that Redis may not hold.
+      expect(channels.calls.filter((c) => c === 'purge' || c.startsWith('event'))).toEqual([]);
+      const after = d.stored();
+      channels.held =
+        outcome === 'landed' ? { ...after, writes: channels.writes } : { ...before, writes: channels.writes };
+      await d.idle();
+      if (outcome === 'landed') {
+        // Redis holds the stop: the re-read state is stopped, and the stop is announced now.
+        expect(channels.calls.slice(-2)).toEqual(['purge', 'event stopped']);
+        expect(await d.stop('manual')).toBe(false);
+      } else {
+        // Redis does not: the job runs, and the stop made again is announced then.
+        expect(channels.calls.filter((c) => c === 'purge' || c.startsWith('event'))).toEqual([]);
+        expect(await d.stop('manual')).toBe(true);
+        expect(channels.calls.slice(-2)).toEqual(['purge', 'event stopped']);
+      }
+      expect(channels.calls.filter((c) => c === 'event stopped')).toHaveLength(1);
+    },
+  );
 });

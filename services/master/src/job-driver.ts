@@ -3,6 +3,7 @@ import { shuffleSettings } from '#libs/data-order';
 import type { JobSpec } from '#libs/job-spec';
 import type {
   EvaluationMetrics,
+  JobEventInput,
   JobListEntry,
   JobStatusReply,
   StopReason,
@@ -11,13 +12,13 @@ import type {
   TaskReport,
   TaskReportReply,
 } from '#libs/messaging';
-import { LostWritesError } from './errors.js';
+import { FencedWriteError, LostWritesError } from './errors.js';
 import type { JobChannels } from './job-channels.js';
 import type { StoredJob } from './job-store.js';
 import type { MasterConfig } from './master-config.js';
 import { jobListEntry, jobRecord, jobState, jobStatus } from './job-status.js';
 import type { PlannedTask } from './task-plan.js';
-import { TaskQueue, type Dispatch, type TaskQueueOptions, type Transition } from './task-queue.js';
+import { TaskQueue, type Dispatch, type QueueChange, type TaskQueueOptions, type Transition } from './task-queue.js';
 
 /** The master's settings a job's queue takes. */
 export type QueueSettings = Pick<MasterConfig, 'durationWindow'> &
@@ -56,6 +57,12 @@ export class JobDriver {
   private waiting = false;
   private trainers = 0;
   private outOfSync = false;
+  /**
+   * Transitions whose write failed with its outcome unknown (Redis away), not yet announced:
+   * `resync` announces them when the state that stands includes them, and drops them when it
+   * does not (the transition is then made again, and announced then).
+   */
+  private unannounced: { change: QueueChange; events: readonly JobEventInput[]; writesBefore: number }[] = [];
   /** The last metrics the evaluator published for the job. */
   lastMetrics: EvaluationMetrics | undefined;
   /** The best value of the job's metric the evaluator last published. */
@@ -246,32 +253,58 @@ export class JobDriver {
    */
   private async apply<R>(t: Transition<R>): Promise<R> {
     if (t.change !== null) {
+      const writesBefore = this.writes;
       try {
         this.writes = await this.channels.persist(this.jobId, t.change, this.fence, this.writes);
       } catch (err) {
         // The in-memory queue already moved on; re-read what Redis holds before the next step.
         this.outOfSync = true;
-        if (!(err instanceof LostWritesError)) throw err;
+        if (!(err instanceof LostWritesError)) {
+          // Refused at the fence, it did not land; otherwise it may have.
+          if (!(err instanceof FencedWriteError))
+            this.unannounced.push({ change: t.change, events: t.events, writesBefore });
+          throw err;
+        }
         await this.rewrite(err.message);
       }
-      const stopped = t.change.job.state === 'stopped' || t.change.job.state === 'failed';
-      if (t.change.job.state === 'failed') this.logger.warn(`failed: ${this.queue.detail}`);
-      else if (stopped) {
-        this.logger.log(`stopped (${this.queue.reason}${this.queue.detail ? `: ${this.queue.detail}` : ''})`);
-      }
-      if (stopped) {
-        await this.channels
-          .purgeTasks(this.jobId)
-          .catch((err: Error) => this.logger.warn(`purging task messages failed: ${err.message}`));
-      }
-      if (t.change.job.epoch !== undefined || stopped) {
-        await this.channels
-          .putRecord(jobRecord(this.view()))
-          .catch((err: Error) => this.logger.warn(`updating the jobs bucket failed (retrying): ${err.message}`));
-      }
+      await this.announce(t.change, t.events);
+      return t.result;
     }
     for (const event of t.events) this.channels.publishEvent(event);
     return t.result;
+  }
+
+  /**
+   * Lets the world know of a persisted change: on a stop the task messages are purged, the
+   * directory entry follows any epoch or state change, and the events go out last.
+   */
+  private async announce(change: QueueChange, events: readonly JobEventInput[]): Promise<void> {
+    const stopped = change.job.state === 'stopped' || change.job.state === 'failed';
+    if (change.job.state === 'failed') this.logger.warn(`failed: ${this.queue.detail}`);
+    else if (stopped) {
+      this.logger.log(`stopped (${this.queue.reason}${this.queue.detail ? `: ${this.queue.detail}` : ''})`);
+    }
+    if (stopped) {
+      await this.channels
+        .purgeTasks(this.jobId)
+        .catch((err: Error) => this.logger.warn(`purging task messages failed: ${err.message}`));
+    }
+    if (change.job.epoch !== undefined || stopped) {
+      await this.channels
+        .putRecord(jobRecord(this.view()))
+        .catch((err: Error) => this.logger.warn(`updating the jobs bucket failed (retrying): ${err.message}`));
+    }
+    for (const event of events) this.channels.publishEvent(event);
+  }
+
+  /**
+   * After a resync: announces the transitions whose write failed when the state that stands holds
+   * at least `writes` writes beyond theirs, and drops the rest.
+   */
+  private async announceLanded(stands: (writesBefore: number) => boolean): Promise<void> {
+    for (const t of this.unannounced.splice(0)) {
+      if (stands(t.writesBefore)) await this.announce(t.change, t.events);
+    }
   }
 
   /** Tops the window of published-but-unclaimed tasks up. */
@@ -312,11 +345,15 @@ export class JobDriver {
       await this.rewrite(
         `job ${this.jobId}: Redis holds ${stored ? `${found} writes of the job` : 'nothing of the job'}, it answered ${this.writes}`,
       );
+      // The state in memory, with every transition made since, is what stands now.
+      await this.announceLanded(() => true);
       return;
     }
     this.queue = TaskQueue.restore(stored.queue, this.options);
     this.writes = found;
     this.outOfSync = false;
+    // A failed write that landed all the same left Redis a write further than before it, by this term.
+    await this.announceLanded((writesBefore) => found > writesBefore && stored.writer === this.fence);
     this.logger.warn(
       `state re-read from Redis after a failed write (epoch ${this.queue.epoch}, ${jobState(this.view())})`,
     );
