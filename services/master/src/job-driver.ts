@@ -298,8 +298,8 @@ export class JobDriver {
   }
 
   /**
-   * After a resync: announces the transitions whose write failed when the state that stands holds
-   * at least `writes` writes beyond theirs, and drops the rest.
+   * After a resync: announces each transition whose write failed when `stands` says the state now
+   * kept includes it (given the job's write count before that write), and drops the rest.
    */
   private async announceLanded(stands: (writesBefore: number) => boolean): Promise<void> {
     for (const t of this.unannounced.splice(0)) {
