@@ -150,7 +150,7 @@ export class JobEvaluation {
     await this.restored();
     while (!this.stopping) {
       try {
-        const version = await this.feed.newestSnapshot(SNAPSHOT_FETCH_EXPIRES_MS, () => this.stopping);
+        const version = await this.feed.newestSnapshot(SNAPSHOT_FETCH_EXPIRES_MS, { interrupted: () => this.stopping });
         if (version !== undefined) await this.scoreSnapshot(version);
         await this.scoreOnTime();
       } catch (err) {
@@ -309,7 +309,7 @@ export class JobEvaluation {
     this.stopping = true;
     await this.restored();
     try {
-      const version = await this.feed.newestSnapshot(FINAL_FETCH_EXPIRES_MS);
+      const version = await this.feed.newestSnapshot(FINAL_FETCH_EXPIRES_MS, { waitOut: true });
       if (version !== undefined) await this.scoreSnapshot(version);
     } catch (err) {
       this.deps.logger.warn(`job ${this.jobId}: reading the last snapshot notices failed (${errorMessage(err)})`);

@@ -87,23 +87,26 @@ export class SnapshotFeed {
   }
 
   /**
-   * Pulls notices until none is waiting (each pull waits up to `expiresMs`) and returns the
-   * newest complete version not yet settled. Returns undefined as soon as `interrupted()` says
-   * so between pulls; a pull under way is cut short by {@link interrupt}.
+   * Pulls notices until none is waiting and returns the newest complete version not yet
+   * settled. The first pull waits up to `expiresMs` for one notice and returns as soon as it
+   * came; the notices behind it are then pulled by their count, so no pull waits out its expiry
+   * while notices are there (a pull for more notices than are waiting would, which held each
+   * evaluation of a fast job back by a second). `waitOut`: the first pull instead waits the
+   * whole `expiresMs` for notices still in flight, as the last pull before an export does.
+   * Returns undefined as soon as `interrupted()` says so between pulls; a pull under way is cut
+   * short by {@link interrupt}.
    */
-  async newestSnapshot(expiresMs: number, interrupted: () => boolean = () => false): Promise<number | undefined> {
+  async newestSnapshot(
+    expiresMs: number,
+    { interrupted = () => false, waitOut = false }: { interrupted?: () => boolean; waitOut?: boolean } = {},
+  ): Promise<number | undefined> {
     const consumer = await this.ensureConsumer();
+    let wanted = waitOut ? SNAPSHOT_FETCH_MAX_MESSAGES : 1;
     for (;;) {
       if (interrupted()) return undefined;
-      const batch = await consumer.fetch({ max_messages: SNAPSHOT_FETCH_MAX_MESSAGES, expires: expiresMs });
-      this.fetching = batch;
-      let last: JsMsg | undefined;
-      for await (const msg of batch) {
-        last = msg;
-        this.take(msg);
-      }
-      this.fetching = undefined;
+      const last = await this.pull(consumer, wanted, expiresMs);
       if (last === undefined || last.info.pending === 0) break;
+      wanted = Math.min(last.info.pending, SNAPSHOT_FETCH_MAX_MESSAGES);
     }
     const version = this.tracker.newestComplete();
     if (version === undefined) return undefined;
@@ -114,6 +117,22 @@ export class SnapshotFeed {
       );
     }
     return version;
+  }
+
+  /** One pull of up to `max` notices, each taken in; the last one, or undefined if none came. */
+  private async pull(consumer: Consumer, max: number, expiresMs: number): Promise<JsMsg | undefined> {
+    const batch = await consumer.fetch({ max_messages: max, expires: expiresMs });
+    this.fetching = batch;
+    let last: JsMsg | undefined;
+    try {
+      for await (const msg of batch) {
+        last = msg;
+        this.take(msg);
+      }
+    } finally {
+      this.fetching = undefined;
+    }
+    return last;
   }
 
   /** Cuts a pull under way short. */
