@@ -1,7 +1,8 @@
 /**
  * `overhead`: samples/s of one trainer and one pserver training the example MLP (a local
- * cluster, no evaluator; sync SGD, then async with overlapped pushes) against the same learner
- * training alone in a loop in this process, with where one step's time goes on each side.
+ * cluster, no evaluator; sync SGD, then async with overlapped pushes, then local SGD) against the
+ * same learner training alone in a loop in this process, with where one step's time goes on each
+ * side.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,7 +26,9 @@ export async function learnerAloneSamplesPerSecond(seconds: number): Promise<num
 
 /**
  * The example job as it is (`sync`: every step waits for the one it pushed to), then `async`
- * with its pushes overlapped (the next minibatch trains while the last update is on its way).
+ * with its pushes overlapped (the next minibatch trains while the last update is on its way),
+ * then `local` (four steps on the trainer's own copy per exchange: what the exchange costs when
+ * it is not paid on every minibatch).
  */
 const RUNS = [
   { id: 'sync', name: 'overhead: 1 trainer + 1 pserver vs the learner alone', training: {} },
@@ -33,6 +36,11 @@ const RUNS = [
     id: 'async',
     name: 'overhead: 1 trainer + 1 pserver, async with overlapped pushes, vs the learner alone',
     training: { mode: 'async', overlapPushes: true },
+  },
+  {
+    id: 'local',
+    name: 'overhead: 1 trainer + 1 pserver, local (4 steps per exchange), vs the learner alone',
+    training: { mode: 'local', localSteps: 4 },
   },
 ] as const;
 
