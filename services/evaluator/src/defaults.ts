@@ -1,10 +1,10 @@
 /** Defaults of the evaluator, with their units in their names. */
 
 /**
- * Niceness of the evaluator process. Scoring a 10,000-example eval set takes about a second of
- * CPU on WASM; at the default niceness a trainer sharing its core loses that second on every
- * evaluation, at 10 it keeps most of it (Linux gives a nice-10 thread about a tenth of the
- * weight of a nice-0 one).
+ * Niceness of the evaluator process. Scoring a 10,000-example eval set of the example MLP took
+ * 0.1 to 1 s of CPU on WASM on 2-core machines; at the default niceness a trainer sharing its
+ * core loses that time on every evaluation, at 10 it keeps most of it (Linux gives a nice-10
+ * thread about a tenth of the weight of a nice-0 one).
  */
 export const EVALUATOR_NICENESS = 10;
 /** How long the status request for a summary waits for the master. */
