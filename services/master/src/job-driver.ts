@@ -267,18 +267,23 @@ export class JobDriver {
         }
         await this.rewrite(err.message);
       }
-      await this.announce(t.change, t.events);
-      return t.result;
     }
-    for (const event of t.events) this.channels.publishEvent(event);
+    await this.announce(t.change, t.events);
     return t.result;
   }
 
   /**
-   * Lets the world know of a persisted change: on a stop the task messages are purged, the
-   * directory entry follows any epoch or state change, and the events go out last.
+   * Lets the world know of a persisted change (or of events with none): on a stop the task
+   * messages are purged, the directory entry follows any epoch or state change, and the events
+   * go out last.
    */
-  private async announce(change: QueueChange, events: readonly JobEventInput[]): Promise<void> {
+  private async announce(change: QueueChange | null, events: readonly JobEventInput[]): Promise<void> {
+    if (change !== null) await this.announceChange(change);
+    for (const event of events) this.channels.publishEvent(event);
+  }
+
+  /** A persisted change's part of `announce`: the stop's log line and purge, the directory entry. */
+  private async announceChange(change: QueueChange): Promise<void> {
     const stopped = change.job.state === 'stopped' || change.job.state === 'failed';
     if (change.job.state === 'failed') this.logger.warn(`failed: ${this.queue.detail}`);
     else if (stopped) {
@@ -294,7 +299,6 @@ export class JobDriver {
         .putRecord(jobRecord(this.view()))
         .catch((err: Error) => this.logger.warn(`updating the jobs bucket failed (retrying): ${err.message}`));
     }
-    for (const event of events) this.channels.publishEvent(event);
   }
 
   /**
