@@ -248,7 +248,7 @@ export class JobTrainer {
         }
         if (!quorum.isJoined) {
           try {
-            await quorum.join();
+            loop.joined((await quorum.join()).versions);
           } catch (err) {
             // Not the task's fault: it goes back to the master at once, uncounted.
             lease.end();

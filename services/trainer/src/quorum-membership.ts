@@ -38,12 +38,16 @@ export class QuorumMembership {
     return this.joined;
   }
 
-  /** Joins the quorum of every shard and starts the heartbeat. */
-  join(): Promise<void> {
+  /**
+   * Joins the quorum of every shard and starts the heartbeat; resolves with each shard's version
+   * as it answered.
+   */
+  join(): Promise<{ versions: number[] }> {
     return this.serialize(async () => {
-      await this.client.join();
+      const { versions } = await this.client.join();
       this.joined = true;
       this.startHeartbeat();
+      return { versions };
     });
   }
 
