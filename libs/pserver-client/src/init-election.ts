@@ -5,10 +5,28 @@ import { everyShard, splitByShard, type TensorLike } from './shard-fanout.js';
 import type { ShardClients } from './shard-clients.js';
 import { sleep } from '#libs/retry';
 
-/** How often `waitInitialized` asks again while another trainer initialises. */
+/**
+ * The longest pause of `waitInitialized` between two asks while another trainer initialises; the
+ * pauses start at {@link INIT_FIRST_POLL_MS} and double up to it.
+ */
 export const INIT_POLL_MS = 250;
+/**
+ * The first pause of `waitInitialized`. A small model is initialised within tens of
+ * milliseconds (30-50 ms for the example MLP on 2 shards), so the trainers that wait for it train
+ * that much later, not a whole `INIT_POLL_MS`; a large one is asked about at most every
+ * `INIT_POLL_MS` after a few asks.
+ */
+export const INIT_FIRST_POLL_MS = 20;
 /** How long `waitInitialized` waits for the parameters before giving up. */
 export const INIT_WAIT_MS = 10 * 60_000;
+
+/**
+ * The pause of `waitInitialized` after its ask number `ask` (from 0): `INIT_FIRST_POLL_MS`,
+ * doubling with each ask, at most `longest`.
+ */
+export function initPollPause(ask: number, longest = INIT_POLL_MS): number {
+  return Math.min(INIT_FIRST_POLL_MS * 2 ** Math.min(ask, 30), longest);
+}
 
 /** The outcome of `beginInit` over every shard. */
 export interface InitElection {
@@ -98,13 +116,14 @@ export class InitElectionProtocol {
   }
 
   /**
-   * Waits until every shard has the parameters, asking again every `pollMs`. Resolves
+   * Waits until every shard has the parameters, asking again after pauses that double from
+   * `INIT_FIRST_POLL_MS` up to `pollMs` (at most; `INIT_POLL_MS` unless given). Resolves
    * `'elected'` instead when the trainer that was initialising lost its lease and this one was
    * elected in its place; the caller must then `initParams` and `finishInit`.
    */
   async waitInitialized(options: { pollMs?: number; timeoutMs?: number } = {}): Promise<'initialized' | 'elected'> {
     const deadline = Date.now() + (options.timeoutMs ?? INIT_WAIT_MS);
-    for (;;) {
+    for (let ask = 0; ; ask++) {
       const election = await this.beginInit(this.specJson);
       if (election.initialized) return 'initialized';
       if (election.elected) return 'elected';
@@ -117,7 +136,7 @@ export class InitElectionProtocol {
           'init-timeout',
         );
       }
-      await sleep(options.pollMs ?? INIT_POLL_MS);
+      await sleep(initPollPause(ask, options.pollMs));
     }
   }
 

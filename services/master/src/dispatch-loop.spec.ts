@@ -90,4 +90,43 @@ describe('dispatch loop', () => {
     expect(job.ticks.slice(0, 3)).toEqual([-1, 1, 1]);
     await dispatch.leaveOffice();
   });
+
+  test('dispatch loop - dispatchNow ticks a job started between two periods at once; one asked for during a pass follows it', async () => {
+    const first = fakeRunner('first');
+    const runners = [first.runner];
+    // The second count is held until released, so that the pass it belongs to stays under way.
+    let counts = 0;
+    let release!: () => void;
+    const census = {
+      refresh: () => {
+        counts += 1;
+        return counts === 2 ? new Promise<number>((r) => (release = () => r(2))) : Promise.resolve(2);
+      },
+      count: () => 2,
+    } as unknown as TrainerCensus;
+    const directory = { running: () => runners } as unknown as JobRoster;
+    // A period far longer than the test: every pass after the first is one that was asked for.
+    const dispatch = new DispatchLoop(directory, census, { tickMs: 600_000 }, { isConnected: true, reconnections: 0 });
+    dispatch.dispatchNow();
+    expect(counts).toBe(0);
+    await dispatch.takeOffice();
+    await until('the first pass', () => first.ticks.length === 1);
+
+    const second = fakeRunner('second');
+    runners.push(second.runner);
+    dispatch.dispatchNow();
+    await until('the second count asked for', () => counts === 2);
+    dispatch.dispatchNow();
+    dispatch.dispatchNow();
+    release();
+    await until('the new job ticked by both passes', () => second.ticks.length === 2);
+    // The two asks during the second pass made one more pass, not two.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(counts).toBe(3);
+    expect(first.ticks).toEqual([2, 2, 2]);
+    await dispatch.leaveOffice();
+    dispatch.dispatchNow();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(counts).toBe(3);
+  });
 });

@@ -35,6 +35,8 @@ export class DispatchLoop implements LeaderDuty {
   private readonly jobTicks = new Map<JobDriver, Promise<void>>();
   /** NATS reconnections already answered by re-arming the claims. */
   private reconnections = 0;
+  /** Another pass is due as soon as the one under way ends (`dispatchNow` came during it). */
+  private passAgain = false;
 
   constructor(
     @Inject(JobRoster) private readonly roster: JobRoster,
@@ -52,8 +54,21 @@ export class DispatchLoop implements LeaderDuty {
   async leaveOffice(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    this.passAgain = false;
     await this.pass;
     await Promise.all(this.jobTicks.values());
+  }
+
+  /**
+   * A pass now rather than at the next period, for a job just started: its first tasks go out
+   * at once, not up to a period (500 ms by default) later, when they are all its trainers wait
+   * for. A pass under way is followed by another, since it may have listed the running jobs
+   * before this one. Nothing happens out of office.
+   */
+  dispatchNow(): void {
+    if (this.timer === undefined) return;
+    if (this.pass !== undefined) this.passAgain = true;
+    else this.tick();
   }
 
   private tick(): void {
@@ -75,6 +90,10 @@ export class DispatchLoop implements LeaderDuty {
       for (const runner of running) this.tickJob(runner, trainers, share);
     })().finally(() => {
       this.pass = undefined;
+      if (this.passAgain && this.timer !== undefined) {
+        this.passAgain = false;
+        this.tick();
+      }
     });
   }
 

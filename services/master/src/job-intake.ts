@@ -18,6 +18,7 @@ import {
   confinePath,
   type CommonConfig,
 } from '#libs/config';
+import { DispatchLoop } from './dispatch-loop.js';
 import { DurablePull } from './durable-pull.js';
 import { EmptyDatasetError } from './errors.js';
 import { JobChannels } from './job-channels.js';
@@ -39,7 +40,7 @@ export const INVALID_JOB_ID = 'invalid';
  * Takes job specs from the jobs stream (durable `master`): validates, picks a seed for a spec
  * that gave none, indexes the training files, cuts them into tasks, persists the job (its spec
  * with the seed), then announces it (jobs bucket entry, trainers'
- * consumer, `started` event) and acks. A refused spec gets a `failed` event marked `refused`
+ * consumer, `started` event), has its first tasks dispatched at once, and acks. A refused spec gets a `failed` event marked `refused`
  * naming the field, and changes nothing. A spec redelivered after a crash or a lost Redis reply (same stream sequence
  * as the stored job) is recognised: the stored job is run, if no driver has it, and announced
  * again. Only the leader takes specs.
@@ -54,6 +55,7 @@ export class JobIntake implements LeaderDuty {
     @Inject(JobRoster) private readonly roster: JobRoster,
     @Inject(JobChannels) private readonly channels: JobChannels,
     @Inject(MASTER_SETTINGS) private readonly settings: CommonConfig & MasterConfig,
+    @Inject(DispatchLoop) private readonly dispatch: Pick<DispatchLoop, 'dispatchNow'>,
   ) {
     this.pull = new DurablePull(jsm, STREAMS.jobs.name, CONSUMERS.master, this.logger);
   }
@@ -188,6 +190,7 @@ export class JobIntake implements LeaderDuty {
       records: driver.plan.reduce((sum, t) => sum + t.records, 0),
       ...(status.seed !== undefined ? { seed: status.seed } : {}),
     });
+    this.dispatch.dispatchNow();
   }
 
   private refuse(jobId: string, error: string, field: string | undefined): void {

@@ -66,7 +66,7 @@ describe('intake redelivery', () => {
     store = new JobStore(redis, 'redelivery');
     const channels = new JobChannels(nc, buckets, jsm, store, {} as Leadership);
     roster = new JobRoster(channels, settings);
-    intake = new JobIntake(jsm, roster, channels, settings);
+    intake = new JobIntake(jsm, roster, channels, settings, { dispatchNow: () => undefined });
   });
 
   afterAll(async () => {
