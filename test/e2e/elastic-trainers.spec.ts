@@ -269,9 +269,19 @@ describe('elastic trainers, end to end', () => {
       const stays = startTrainer('et-stays');
       const leaves = startTrainer('et-leaves');
       await Promise.all([stays.waitFor(/ready/, 60_000), leaves.waitFor(/ready/, 60_000)]);
-      await submit(jobId);
+      // Minibatches of one: 128 of them a task, each a synchronous step, so that the task is still
+      // under way 200 ms after its claim (one of 32 minibatches of 4 could end within them).
+      await submit(jobId, {
+        training: {
+          mode: 'sync',
+          batchSize: 1,
+          chunksPerTask: 4,
+          taskTimeout: { floorMs: 5000, multiplier: 3 },
+          seed: 1,
+        },
+      });
 
-      // Preempted while it works on a task (32 minibatches, each a synchronous step).
+      // Preempted while it works on a task.
       await nextClaim(jobId, 'et-leaves');
       await new Promise((r) => setTimeout(r, 200));
       leaves.child.kill('SIGTERM');

@@ -180,14 +180,15 @@ export class TrainingLoop {
   /**
    * The trainer joined the quorum (again) when the shards were at `versions`: rounds went on
    * without it meanwhile, so the parameters it still holds from before are not enough any more.
-   * The next minibatch trains on the shards' versions at least; pushed from older ones it would
-   * be computed only to be refused as stale.
+   * The next minibatch trains on each shard's version at least; pushed from older ones it would
+   * be computed only to be refused as stale. Each shard is asked for its own version, which it
+   * already has: the shards step apart (one may be a version ahead), and the open round of the
+   * one behind may wait for this trainer's push (a quorum with `minContributors`), so wanting
+   * the newest version on every shard could wait for a step that waits for this trainer.
    */
   joined(versions: readonly number[]): void {
     const needed = this.needed;
-    this.needed = this.aligned(
-      versions.map((v, k) => Math.max(v, typeof needed === 'number' ? needed : (needed[k] ?? 0))),
-    );
+    this.needed = versions.map((v, k) => Math.max(v, typeof needed === 'number' ? needed : (needed[k] ?? 0)));
   }
 
   /** Shard versions of the parameters the learner holds (empty before the first pull). */
@@ -470,7 +471,7 @@ export class TrainingLoop {
     const { outcome } = sent;
     await this.reconnected();
     if (outcome.stale.length === 0) {
-      this.needed = this.aligned(this.neededAfter(pushed, held, outcome.versions));
+      this.needed = this.neededAfter(pushed, held, outcome.versions);
       if (this.options.mode === 'ssp') this.clock = pushed.map((v) => v + 1);
       const next = outcome.params;
       if (!next || !this.needed.every((v, k) => v <= (next.versions[k] ?? -1))) return { kind: 'taken', loaded: false };
@@ -492,7 +493,7 @@ export class TrainingLoop {
       this.held = undefined;
       return { kind: 'retry' };
     }
-    this.needed = this.aligned(held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0)));
+    this.needed = held.map((v, k) => Math.max(v, outcome.versions[k] ?? 0));
     return this.dropsLateUpdates() ? { kind: 'dropped' } : { kind: 'refused', error: outcome.stale[0]! };
   }
 
@@ -504,26 +505,6 @@ export class TrainingLoop {
     }
     if (this.stepsByRound()) return held.map((v, k) => Math.max(v + 1, after[k] ?? 0));
     return held.map((v, k) => Math.max(v, after[k] ?? 0));
-  }
-
-  /**
-   * `needed` with every shard at the newest of its versions where pushes join rounds of one
-   * version on every shard (`sync`, `local` with `localSync`); as it is otherwise.
-   *
-   * The shards of such a job step apart (one may be a version ahead for a moment), so a refusal
-   * or a reply can name different versions. Parameters pulled at those versions as they are
-   * would be pushed for different versions, and taken by some shards and refused by others: a
-   * shard that refused still counts this trainer in its open round, which would then wait for a
-   * push that cannot come (in `local` mode the refused delta is dropped), while the trainer waits
-   * for that shard to step, up to the pull wait (10 s). Every shard's newest version is one the
-   * others reach without this trainer: its pushes are all for one version, so a shard is past
-   * that version only where the rounds after it did not count the trainer, and the quorum counts
-   * a trainer from the same version on every shard (see `ShardedPserverClient.join`).
-   */
-  private aligned(needed: readonly number[]): number[] {
-    if (!this.stepsByRound() || this.options.mode === 'ssp' || needed.length === 0) return [...needed];
-    const newest = Math.max(...needed);
-    return needed.map(() => newest);
   }
 
   /** True when pushes join rounds that step once (`sync`, `ssp`, `local` with `localSync`). */
