@@ -32,8 +32,13 @@ import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny
 
 const JOB_ID = 'multi-host-job';
 const PSERVERS = 2;
-/** Epochs the job runs; it stops on `stop.maxEpochs`. */
-const EPOCHS = 6;
+/**
+ * Epochs the job runs; it stops on `stop.maxEpochs`. Enough that the job still trains after the
+ * last fault: the versions it is followed by come from the pservers bucket, whose writes fail for
+ * a while after a NATS node dies, and with 6 epochs the job once ended within 25 s of the kill,
+ * before the bucket showed the 15 versions after it.
+ */
+const EPOCHS = 12;
 /** Fixed ports: each host has its own network stack, so they never collide. */
 const NATS_PORT = 4222;
 const NATS_ROUTE_PORT = 6222;
