@@ -39,11 +39,11 @@ export const INVALID_JOB_ID = 'invalid';
 /**
  * Takes job specs from the jobs stream (durable `master`): validates, picks a seed for a spec
  * that gave none, indexes the training files, cuts them into tasks, persists the job (its spec
- * with the seed), then announces it (jobs bucket entry, trainers'
- * consumer, `started` event), has its first tasks dispatched at once, and acks. A refused spec gets a `failed` event marked `refused`
- * naming the field, and changes nothing. A spec redelivered after a crash or a lost Redis reply (same stream sequence
- * as the stored job) is recognised: the stored job is run, if no driver has it, and announced
- * again. Only the leader takes specs.
+ * with the seed), then announces it (jobs bucket entry, trainers' consumer, `started` event),
+ * has its first tasks dispatched at once, and acks. A refused spec gets a `failed` event marked
+ * `refused` naming the field, and changes nothing. A spec redelivered after a crash or a lost
+ * Redis reply (same stream sequence as the stored job) is recognised: the stored job is run, if
+ * no driver has it, and announced again. Only the leader takes specs.
  */
 @Injectable()
 export class JobIntake implements LeaderDuty {
