@@ -1,4 +1,4 @@
-import type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
+import { flushSubnormal, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
 
 const sqrt = Math.sqrt;
 
@@ -84,8 +84,8 @@ export function adamUpdate(
   for (let i = 0; i < param.length; i++) {
     const p = param[i];
     const g = grad[i] + l2 * p;
-    const mi = b1 * m[i] + c1 * g;
-    const vi = b2 * v[i] + c2 * g * g;
+    const mi = flushSubnormal(b1 * m[i] + c1 * g);
+    const vi = flushSubnormal(b2 * v[i] + c2 * g * g);
     m[i] = mi;
     v[i] = vi;
     param[i] = p - p * decay - (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
@@ -98,7 +98,8 @@ export function adamUpdate(
  * `param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)`. The default epsilon is
  * TensorFlow.js's float32 backend epsilon, 1e-7. The bias corrections `1 - b^t` are computed in
  * float32 like TensorFlow.js does, since their cancellation dominates the difference otherwise.
- * The L2 weight decay `weightDecay * param` is added to the gradient first.
+ * The L2 weight decay `weightDecay * param` is added to the gradient first. Moments below the
+ * smallest normal float32 are stored as zero (`flushSubnormal`).
  */
 export const adamKernel: OptimizerKernel = {
   name: 'adam',

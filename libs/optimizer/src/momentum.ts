@@ -1,9 +1,10 @@
-import type { OptimizerKernel } from './kernel.js';
+import { flushSubnormal, type OptimizerKernel } from './kernel.js';
 
 /**
  * SGD with momentum (as `tf.train.momentum`): `acc = momentum * acc + grad`, then
  * `param -= lr * acc`, or with Nesterov `param -= lr * (grad + momentum * acc)`. The L2 weight
- * decay `weightDecay * param` is added to the gradient first.
+ * decay `weightDecay * param` is added to the gradient first. An accumulation below the smallest
+ * normal float32 is stored as zero (`flushSubnormal`).
  */
 export const momentumKernel: OptimizerKernel = {
   name: 'momentum',
@@ -17,13 +18,13 @@ export const momentumKernel: OptimizerKernel = {
     if (hyper.useNesterov) {
       for (let i = 0; i < param.length; i++) {
         const g = grad[i] + wd * param[i];
-        const a = m * acc[i] + g;
+        const a = flushSubnormal(m * acc[i] + g);
         acc[i] = a;
         param[i] -= lr * (g + m * a);
       }
     } else {
       for (let i = 0; i < param.length; i++) {
-        const a = m * acc[i] + (grad[i] + wd * param[i]);
+        const a = flushSubnormal(m * acc[i] + (grad[i] + wd * param[i]));
         acc[i] = a;
         param[i] -= lr * a;
       }

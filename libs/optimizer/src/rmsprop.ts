@@ -1,4 +1,4 @@
-import type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
+import { flushSubnormal, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
 
 const { max, sqrt } = Math;
 
@@ -18,7 +18,7 @@ const CENTERED_SLOTS = [...PLAIN_SLOTS, 'meanGradient'] as const;
  * instead, which takes the square root of a negative number once the variance falls below
  * epsilon), with `ms - mg^2` held at zero or above where rounding would take it below. The mean
  * gradient is kept only when centered. The L2 weight decay `weightDecay * param` is added to the
- * gradient first.
+ * gradient first. State below the smallest normal float32 is stored as zero (`flushSubnormal`).
  */
 export const rmspropKernel: OptimizerKernel = {
   name: 'rmsprop',
@@ -35,9 +35,9 @@ export const rmspropKernel: OptimizerKernel = {
     if (hyper.centered) {
       for (let i = 0; i < param.length; i++) {
         const g = grad[i] + wd * param[i];
-        const s = ms[i] * d + g * g * c;
-        const a = mg[i] * d + g * c;
-        const o = mom[i] * m + (g * lr) / sqrt(max(s - a * a, 0) + eps);
+        const s = flushSubnormal(ms[i] * d + g * g * c);
+        const a = flushSubnormal(mg[i] * d + g * c);
+        const o = flushSubnormal(mom[i] * m + (g * lr) / sqrt(max(s - a * a, 0) + eps));
         ms[i] = s;
         mg[i] = a;
         mom[i] = o;
@@ -46,8 +46,8 @@ export const rmspropKernel: OptimizerKernel = {
     } else {
       for (let i = 0; i < param.length; i++) {
         const g = grad[i] + wd * param[i];
-        const s = ms[i] * d + g * g * c;
-        const o = mom[i] * m + (g * lr) / sqrt(s + eps);
+        const s = flushSubnormal(ms[i] * d + g * g * c);
+        const o = flushSubnormal(mom[i] * m + (g * lr) / sqrt(s + eps));
         ms[i] = s;
         mom[i] = o;
         param[i] -= o;

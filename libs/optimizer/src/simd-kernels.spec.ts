@@ -7,6 +7,7 @@ import {
   SIMD_OPTIMIZER_KERNELS,
   createOptimizerState,
   jsKernelBackend,
+  resolveHyperparams,
   selectKernelBackend,
   type OptimizerHyperparams,
   type SimdKernelBackend,
@@ -132,6 +133,37 @@ describe('simd kernels', () => {
       { numRuns: 100 },
     );
   });
+
+  it.each([
+    ['adam', {}],
+    ['momentum', { useNesterov: false }],
+    ['momentum', { useNesterov: true }],
+    ['rmsprop', { centered: false, momentum: 0.9 }],
+    ['rmsprop', { centered: true, momentum: 0.9 }],
+  ] as const)(
+    'simd kernels - %s %j stores decayed state below the smallest normal float32 as zero, in both paths, and keeps NaN',
+    (name, given) => {
+      const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
+      const hyper = resolveHyperparams(kernel, given);
+      // Six elements: the vector loop and the scalar tail. Subnormal, normal, NaN, subnormal of
+      // either sign, and the smallest normal float32, which decays into the subnormal range.
+      const start = [1e-39, 1e-3, NaN, -1e-40, 1e-45, 2 ** -126];
+      const slots = createOptimizerState(kernel, start.length, hyper).length;
+      for (const backend of [simd, jsKernelBackend]) {
+        const param = Float32Array.from(start, () => 0.5);
+        const state = Array.from({ length: slots }, () => Float32Array.from(start));
+        backend.update(kernel, param, param, new Float32Array(start.length), state, hyper, 2);
+        for (const slot of state) {
+          const flushed = [0, 1, 3, 4, 5].map((i) => slot[i]!).filter((v) => v !== 0 && Math.abs(v) < 2 ** -126);
+          expect({ backend: backend.name, flushed }).toEqual({ backend: backend.name, flushed: [] });
+          expect(slot[0]).toBe(0);
+          expect(slot[1]).not.toBe(0);
+          expect(slot[2]).toBeNaN();
+          expect(slot[5]).toBe(0);
+        }
+      }
+    },
+  );
 
   it('simd kernels - the gradient sum gives the plain float64 average to the bit', () => {
     const contribution = length.chain((n) =>

@@ -8,6 +8,11 @@
 ;; where d is the decay and c = 1 - d, computed by the caller. Arrays are byte offsets, n counts
 ;; elements; four lanes at a time, then the remaining one to three elements one by one with the
 ;; same float32 operations. `out` may be `param`.
+;;
+;; A mean square, mean gradient or moment below the smallest normal float32 (2^-126 in
+;; magnitude) is stored as zero, as in adam.wat: state that decays while a gradient stays zero
+;; would otherwise sink into the subnormal range, where x86 takes a microcode assist per
+;; operation, and stay there. NaN is kept.
 (module
   (import "env" "memory" (memory 1 65536 shared))
 
@@ -18,6 +23,8 @@
     (local $lrv v128) (local $dv v128) (local $cv v128) (local $mv v128) (local $epsv v128) (local $wdv v128)
     (local $p v128) (local $g v128) (local $s v128) (local $o v128)
     (local $ps f32) (local $gs f32) (local $ss f32) (local $os f32)
+    (local $tinyv v128)
+    (local.set $tinyv (f32x4.splat (f32.const 0x1p-126)))
     (local.set $lrv (f32x4.splat (local.get $lr)))
     (local.set $dv (f32x4.splat (local.get $d)))
     (local.set $cv (f32x4.splat (local.get $c)))
@@ -44,7 +51,11 @@
             (f32x4.div
               (f32x4.mul (local.get $g) (local.get $lrv))
               (f32x4.sqrt (f32x4.add (local.get $s) (local.get $epsv))))))
+        (local.set $s
+          (v128.andnot (local.get $s) (f32x4.lt (f32x4.abs (local.get $s)) (local.get $tinyv))))
         (v128.store (i32.add (local.get $ms) (local.get $i)) (local.get $s))
+        (local.set $o
+          (v128.andnot (local.get $o) (f32x4.lt (f32x4.abs (local.get $o)) (local.get $tinyv))))
         (v128.store (i32.add (local.get $mom) (local.get $i)) (local.get $o))
         (v128.store (i32.add (local.get $out) (local.get $i)) (f32x4.sub (local.get $p) (local.get $o)))
         (local.set $i (i32.add (local.get $i) (i32.const 16)))
@@ -67,7 +78,11 @@
             (f32.div
               (f32.mul (local.get $gs) (local.get $lr))
               (f32.sqrt (f32.add (local.get $ss) (local.get $eps))))))
+        (local.set $ss
+          (select (f32.const 0) (local.get $ss) (f32.lt (f32.abs (local.get $ss)) (f32.const 0x1p-126))))
         (f32.store (i32.add (local.get $ms) (local.get $i)) (local.get $ss))
+        (local.set $os
+          (select (f32.const 0) (local.get $os) (f32.lt (f32.abs (local.get $os)) (f32.const 0x1p-126))))
         (f32.store (i32.add (local.get $mom) (local.get $i)) (local.get $os))
         (f32.store (i32.add (local.get $out) (local.get $i)) (f32.sub (local.get $ps) (local.get $os)))
         (local.set $i (i32.add (local.get $i) (i32.const 4)))
@@ -81,6 +96,8 @@
     (local $lrv v128) (local $dv v128) (local $cv v128) (local $mv v128) (local $epsv v128) (local $wdv v128)
     (local $zero v128) (local $p v128) (local $g v128) (local $s v128) (local $a v128) (local $o v128)
     (local $ps f32) (local $gs f32) (local $ss f32) (local $as f32) (local $os f32)
+    (local $tinyv v128)
+    (local.set $tinyv (f32x4.splat (f32.const 0x1p-126)))
     (local.set $lrv (f32x4.splat (local.get $lr)))
     (local.set $dv (f32x4.splat (local.get $d)))
     (local.set $cv (f32x4.splat (local.get $c)))
@@ -115,8 +132,14 @@
                 (f32x4.add
                   (f32x4.max (f32x4.sub (local.get $s) (f32x4.mul (local.get $a) (local.get $a))) (local.get $zero))
                   (local.get $epsv))))))
+        (local.set $s
+          (v128.andnot (local.get $s) (f32x4.lt (f32x4.abs (local.get $s)) (local.get $tinyv))))
         (v128.store (i32.add (local.get $ms) (local.get $i)) (local.get $s))
+        (local.set $a
+          (v128.andnot (local.get $a) (f32x4.lt (f32x4.abs (local.get $a)) (local.get $tinyv))))
         (v128.store (i32.add (local.get $mg) (local.get $i)) (local.get $a))
+        (local.set $o
+          (v128.andnot (local.get $o) (f32x4.lt (f32x4.abs (local.get $o)) (local.get $tinyv))))
         (v128.store (i32.add (local.get $mom) (local.get $i)) (local.get $o))
         (v128.store (i32.add (local.get $out) (local.get $i)) (f32x4.sub (local.get $p) (local.get $o)))
         (local.set $i (i32.add (local.get $i) (i32.const 16)))
@@ -146,8 +169,14 @@
                 (f32.add
                   (f32.max (f32.sub (local.get $ss) (f32.mul (local.get $as) (local.get $as))) (f32.const 0))
                   (local.get $eps))))))
+        (local.set $ss
+          (select (f32.const 0) (local.get $ss) (f32.lt (f32.abs (local.get $ss)) (f32.const 0x1p-126))))
         (f32.store (i32.add (local.get $ms) (local.get $i)) (local.get $ss))
+        (local.set $as
+          (select (f32.const 0) (local.get $as) (f32.lt (f32.abs (local.get $as)) (f32.const 0x1p-126))))
         (f32.store (i32.add (local.get $mg) (local.get $i)) (local.get $as))
+        (local.set $os
+          (select (f32.const 0) (local.get $os) (f32.lt (f32.abs (local.get $os)) (f32.const 0x1p-126))))
         (f32.store (i32.add (local.get $mom) (local.get $i)) (local.get $os))
         (f32.store (i32.add (local.get $out) (local.get $i)) (f32.sub (local.get $ps) (local.get $os)))
         (local.set $i (i32.add (local.get $i) (i32.const 4)))
