@@ -11,59 +11,101 @@ const labelFloat = new Float32Array(labelBytes.buffer);
 
 /**
  * Multiplies `count` elements of `values` from `at` by `scale`. Kept apart so that V8 optimises
- * the loop on its own: with a record's bytes first converted by `Float32Array.set`, a chunk of
- * 1,000 Fashion-MNIST records took 0.6 ms against 1.3 to 1.7 ms converted and scaled element by
- * element.
+ * the loop on its own.
  */
 function scaleInPlace(values: Float32Array, at: number, count: number, scale: number): void {
   for (let i = at, end = at + count; i < end; i++) values[i]! *= scale;
 }
 
 /**
- * Decodes example records (the layout of `#libs/dataset`) into one {@link Batch}: features in a single Float32Array,
- * multiplied by `layout.scale`, and labels as Int32Array or Float32Array per `layout.labelDtype`.
+ * Writes examples' features, as records hold them, into float32 batches: converted to float32
+ * and multiplied by the layout's scale.
+ */
+export class FeatureWriter {
+  /** Feature elements per example. */
+  readonly perExample: number;
+  /** Bytes of one example's features in a record. */
+  readonly featureBytes: number;
+  private readonly uint8: boolean;
+  private readonly scale: number;
+
+  constructor(layout: RecordLayout) {
+    this.perExample = layout.featureShape.reduce((a, b) => a * b, 1);
+    this.scale = layout.scale;
+    this.uint8 = layout.featureDtype === 'uint8';
+    this.featureBytes = this.uint8 ? this.perExample : 4 * this.perExample;
+  }
+
+  /** Writes the features at byte `start` of `source` as example `k` of `features`. */
+  write(features: Float32Array, k: number, source: Uint8Array, start: number): void {
+    const { perExample, scale } = this;
+    const base = k * perExample;
+    if (this.uint8) {
+      // Converted by `set`, then scaled: 0.36 us per Fashion-MNIST record here, against 0.52 us
+      // looked up in a table of the 256 scaled values and 0.8 us converted and scaled together.
+      features.set(source.subarray(start, start + perExample), base);
+      if (scale !== 1) scaleInPlace(features, base, perExample, scale);
+    } else if (LITTLE_ENDIAN_HOST) {
+      new Uint8Array(features.buffer, features.byteOffset + 4 * base, this.featureBytes).set(
+        source.subarray(start, start + this.featureBytes),
+      );
+      if (scale !== 1) scaleInPlace(features, base, perExample, scale);
+    } else {
+      const view = new DataView(source.buffer, source.byteOffset, source.byteLength);
+      for (let i = 0; i < perExample; i++) features[base + i] = view.getFloat32(start + 4 * i, true) * scale;
+    }
+  }
+}
+
+/** Example records checked against a layout: where each one's features start, and its label. */
+export interface CheckedRecords {
+  readonly records: readonly Uint8Array[];
+  /** Byte offset of each record's features in it. */
+  readonly featuresOffsets: Int32Array;
+  readonly labels: Int32Array | Float32Array;
+}
+
+/**
+ * Checks example records (the layout of `#libs/dataset`) against `layout` and reads their labels.
  * Each record's dtypes and element count must match the layout (its dims may differ, e.g.
- * `[784]` records for a `[28, 28, 1]` layout).
+ * `[784]` records for a `[28, 28, 1]` layout). The records of a data set nearly always share one
+ * header, so a record whose length and header bytes are those of the record before it is taken
+ * without parsing its header again.
  *
  * @throws RecordLayoutError naming the record and the field that does not match.
  */
-export function decodeBatch(records: readonly Uint8Array[], layout: RecordLayout): Batch {
+export function checkRecords(records: readonly Uint8Array[], layout: RecordLayout): CheckedRecords {
   const size = records.length;
   const perExample = layout.featureShape.reduce((a, b) => a * b, 1);
-  const features = new Float32Array(size * perExample);
+  const featuresOffsets = new Int32Array(size);
   const labels = layout.labelDtype === 'int32' ? new Int32Array(size) : new Float32Array(size);
-  const featureBytes = new Uint8Array(features.buffer);
-  const scale = layout.scale;
+  let last: Uint8Array | undefined;
+  let featuresOffset = 0;
+  let labelOffset = 0;
   for (let r = 0; r < size; r++) {
     const record = records[r]!;
-    const where = `record ${r} of the batch`;
-    const header = parseExampleHeader(record, where);
-    if (header.featureDtype !== layout.featureDtype) {
-      throw new RecordLayoutError(
-        `${where} has ${header.featureDtype} features, the layout says ${layout.featureDtype}`,
-      );
+    if (last === undefined || !sameHeader(record, last, featuresOffset)) {
+      const where = `record ${r} of the batch`;
+      const header = parseExampleHeader(record, where);
+      if (header.featureDtype !== layout.featureDtype) {
+        throw new RecordLayoutError(
+          `${where} has ${header.featureDtype} features, the layout says ${layout.featureDtype}`,
+        );
+      }
+      if (header.labelDtype !== layout.labelDtype) {
+        throw new RecordLayoutError(`${where} has a ${header.labelDtype} label, the layout says ${layout.labelDtype}`);
+      }
+      if (header.featureCount !== perExample) {
+        throw new RecordLayoutError(
+          `${where} has dims [${header.shape.join(', ')}] (${header.featureCount} elements), the layout's featureShape [${layout.featureShape.join(', ')}] has ${perExample}`,
+        );
+      }
+      featuresOffset = header.featuresOffset;
+      labelOffset = header.labelOffset;
+      last = record;
     }
-    if (header.labelDtype !== layout.labelDtype) {
-      throw new RecordLayoutError(`${where} has a ${header.labelDtype} label, the layout says ${layout.labelDtype}`);
-    }
-    if (header.featureCount !== perExample) {
-      throw new RecordLayoutError(
-        `${where} has dims [${header.shape.join(', ')}] (${header.featureCount} elements), the layout's featureShape [${layout.featureShape.join(', ')}] has ${perExample}`,
-      );
-    }
-    const base = r * perExample;
-    const start = header.featuresOffset;
-    if (header.featureDtype === 'uint8') {
-      features.set(record.subarray(start, start + perExample), base);
-      if (scale !== 1) scaleInPlace(features, base, perExample, scale);
-    } else if (LITTLE_ENDIAN_HOST) {
-      featureBytes.set(record.subarray(start, start + 4 * perExample), 4 * base);
-      if (scale !== 1) scaleInPlace(features, base, perExample, scale);
-    } else {
-      const view = new DataView(record.buffer, record.byteOffset, record.byteLength);
-      for (let i = 0; i < perExample; i++) features[base + i] = view.getFloat32(start + 4 * i, true) * scale;
-    }
-    const at = header.labelOffset;
+    featuresOffsets[r] = featuresOffset;
+    const at = labelOffset;
     if (labels instanceof Int32Array) {
       labels[r] = record[at]! | (record[at + 1]! << 8) | (record[at + 2]! << 16) | (record[at + 3]! << 24);
     } else if (LITTLE_ENDIAN_HOST) {
@@ -73,5 +115,27 @@ export function decodeBatch(records: readonly Uint8Array[], layout: RecordLayout
       labels[r] = new DataView(record.buffer, record.byteOffset, record.byteLength).getFloat32(at, true);
     }
   }
-  return { features, labels, size };
+  return { records, featuresOffsets, labels };
+}
+
+/** Same length and the same first `headerBytes` bytes. */
+function sameHeader(record: Uint8Array, last: Uint8Array, headerBytes: number): boolean {
+  if (record.length !== last.length) return false;
+  for (let i = 0; i < headerBytes; i++) if (record[i] !== last[i]) return false;
+  return true;
+}
+
+/**
+ * Decodes example records (the layout of `#libs/dataset`) into one {@link Batch}: features in a
+ * single Float32Array, multiplied by `layout.scale`, and labels as Int32Array or Float32Array per
+ * `layout.labelDtype`. The records are checked as {@link checkRecords} checks them.
+ *
+ * @throws RecordLayoutError naming the record and the field that does not match.
+ */
+export function decodeBatch(records: readonly Uint8Array[], layout: RecordLayout): Batch {
+  const checked = checkRecords(records, layout);
+  const writer = new FeatureWriter(layout);
+  const features = new Float32Array(records.length * writer.perExample);
+  for (let r = 0; r < records.length; r++) writer.write(features, r, records[r]!, checked.featuresOffsets[r]!);
+  return { features, labels: checked.labels, size: records.length };
 }

@@ -5,7 +5,8 @@
 export { BACKEND_CHOICES, BACKEND_ENV_VAR, prepareWasmBackend, selectBackend, selectWasmKernels } from './backend.js';
 export type { BackendChoice, BackendInfo, BackendKind, SelectBackendOptions, WasmBackendModule } from './backend.js';
 
-export { decodeBatch } from './batch.js';
+export { FeatureWriter, checkRecords, decodeBatch } from './batch.js';
+export type { CheckedRecords } from './batch.js';
 
 export {
   BackendUnavailableError,

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { encodeExampleValues as encodeRecord } from '#libs/dataset';
-import type { RecordLayout } from '#libs/learner';
+import { decodeBatch, type RecordLayout } from '#libs/learner';
 import { BadMagicError } from '#libs/recordio';
 import { TaskDataError } from './errors.js';
 import { MinibatchReader, type TaskChunk } from './minibatch-reader.js';
@@ -149,6 +149,39 @@ describe('minibatch reader', () => {
     expect(batch!.labels).toBeInstanceOf(Float32Array);
     expect([...batch!.labels].sort()).toEqual([0.5, 1.5, 2.5]);
     expect([...batch!.features]).toEqual([...batch!.labels]);
+  });
+
+  it('minibatch reader - uint8 features come out scaled as decodeBatch gives them, in file order and shuffled', async () => {
+    const layout: RecordLayout = {
+      featureShape: [2, 3],
+      featureDtype: 'uint8',
+      scale: 1 / 255,
+      labelDtype: 'int32',
+      numClasses: 10,
+    };
+    // Records of one chunk may differ in dims ([6] and [2, 3]) as long as the element count fits.
+    const records = Array.from({ length: 7 }, (_, n) =>
+      encodeRecord(
+        Array.from({ length: 6 }, (_, i) => (n * 37 + i * 11) % 256),
+        n,
+        n % 2 === 0 ? layout : { ...layout, featureShape: [6] },
+      ),
+    );
+    const want = decodeBatch(records, layout);
+    for (const shuffle of [undefined, { seed: 7 }]) {
+      const reader = new MinibatchReader({ batchSize: 3, layout, readChunk: async () => ({ records }), shuffle });
+      const byLabel = new Map<number, number[]>();
+      for await (const b of reader.batches({
+        chunks: [{ file: 'u', offset: 0, numRecords: 7 }],
+        epoch: 0,
+        taskId: 0,
+      })) {
+        for (let k = 0; k < b.size; k++) byLabel.set(b.labels[k]!, [...b.features.subarray(k * 6, (k + 1) * 6)]);
+      }
+      expect(byLabel.size).toBe(7);
+      for (let n = 0; n < 7; n++) expect(byLabel.get(n)).toEqual([...want.features.subarray(n * 6, (n + 1) * 6)]);
+    }
+    expect(want.features[1]).toBe(Math.fround(11 / 255));
   });
 
   it('minibatch reader - 10 records in batches of 4 give 4, 4, 2', async () => {
