@@ -9,6 +9,7 @@ export { encodeChunk } from './chunk.js';
 export { RECORDIO_MAX_CHUNK_SIZE_BYTES, RecordWriter, writeRecordFile } from './record-writer.js';
 export { loadIndex, readChunk } from './chunk-index.js';
 export { readChunkAt } from './chunk-reader.js';
+export { wasmSnappyUnavailableReason } from './wasm/snappy-wasm.js';
 export { RangeReader, readRecords } from './range-reader.js';
 export { scanChunks, scanRecords } from './record-scanner.js';
 export {

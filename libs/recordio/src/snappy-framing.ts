@@ -1,11 +1,13 @@
 /**
  * The snappy framing format (https://github.com/google/snappy/blob/main/framing_format.txt), as
  * written by Go's `snappy.NewBufferedWriter`: a stream identifier, then frames of at most 64 KiB
- * of uncompressed data, each with the masked CRC-32C of its uncompressed bytes.
+ * of uncompressed data, each with the masked CRC-32C of its uncompressed bytes. Frames are decoded
+ * and checksummed in WebAssembly (`wasm/snappy.wat`) where it loads, else with snappyjs and crc-32.
  */
 import snappy from 'snappyjs';
 import snappyDecompressor from 'snappyjs/snappy_decompressor.js';
-import { maskedCrc32c } from './checksums.js';
+import { maskCrc32c, maskedCrc32c } from './checksums.js';
+import { wasmSnappy } from './wasm/snappy-wasm.js';
 
 /** Largest amount of uncompressed data in one frame. */
 export const SNAPPY_MAX_BLOCK_SIZE_BYTES = 65536;
@@ -132,6 +134,24 @@ function listDataFrames(stream: Uint8Array): DataFrame[] {
 }
 
 /**
+ * Decodes one frame's body with snappyjs into `block` and returns its masked CRC-32C.
+ * @throws SnappyFramingError when snappyjs finds the block malformed.
+ */
+function decodeFrameInJs(frame: DataFrame, block: Uint8Array): number {
+  if (frame.compressed) {
+    // Decoding straight into the output spares a copy; writes past the view's end are dropped,
+    // and a block that decodes to the wrong bytes fails the checksum.
+    const decompressor = new SnappyDecompressor(frame.body);
+    if (decompressor.readUncompressedLength() !== block.length || !decompressor.uncompressToBuffer(block)) {
+      throw new SnappyFramingError(`bad snappy block in frame at byte ${frame.at} of the snappy stream`);
+    }
+  } else {
+    block.set(frame.body);
+  }
+  return maskedCrc32c(block);
+}
+
+/**
  * Decodes a framed snappy stream, verifying each frame's CRC-32C.
  * @throws SnappyFramingError when the stream is malformed or a frame's checksum does not match.
  */
@@ -140,20 +160,14 @@ export function decodeSnappyFrames(stream: Uint8Array): Uint8Array {
   let total = 0;
   for (const frame of frames) total += frame.uncompressedLength;
   const out = Buffer.allocUnsafe(total);
+  const fast = wasmSnappy();
   let at = 0;
   for (const frame of frames) {
     const block = out.subarray(at, at + frame.uncompressedLength);
-    if (frame.compressed) {
-      // Decoding straight into the output spares a copy; writes past the view's end are dropped,
-      // and a block that decodes to the wrong bytes fails the checksum below.
-      const decompressor = new SnappyDecompressor(frame.body);
-      if (decompressor.readUncompressedLength() !== block.length || !decompressor.uncompressToBuffer(block)) {
-        throw new SnappyFramingError(`bad snappy block in frame at byte ${frame.at} of the snappy stream`);
-      }
-    } else {
-      block.set(frame.body);
-    }
-    const checksum = maskedCrc32c(block);
+    const crc = fast ? fast.decodeFrameBody(frame.body, frame.compressed, block) : -1;
+    // A block the WebAssembly decoder refuses goes through snappyjs again, so that a corrupt
+    // stream fails exactly as it always has (snappyjs lets some damage through to the checksum).
+    const checksum = crc >= 0 ? maskCrc32c(crc) : decodeFrameInJs(frame, block);
     if (checksum !== frame.checksum) {
       throw new SnappyFramingError(
         `CRC-32C mismatch in frame at byte ${frame.at} of the snappy stream ` +

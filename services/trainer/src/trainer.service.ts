@@ -12,6 +12,7 @@ import { TfjsLearner, selectBackend, type BackendInfo, type Learner } from '#lib
 import { MasterClient } from '#libs/master-client';
 import type { Buckets, NatsConnection } from '#libs/messaging';
 import { KvShardDirectory } from '#libs/pserver-client';
+import { wasmSnappyUnavailableReason } from '#libs/recordio';
 import type { ServiceMetrics } from '#libs/service-metrics';
 import { BUCKETS, MemberBeacon, NATS_CONNECTION, SERVICE_CONFIG, SERVICE_METRICS } from '#libs/service-runtime';
 import { confinedChunkSource } from './confined-chunks.js';
@@ -72,6 +73,12 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
         : new TfjsLearner(learnerOptions(spec, (line) => this.logger.log(line)));
     // At the normal level: a trainer on a GPU machine that ends up on the CPU must say why.
     for (const reason of backend.skipped) this.logger.log(`backend passed over: ${reason}`);
+    const plainChunks = wasmSnappyUnavailableReason();
+    this.logger.log(
+      plainChunks === undefined
+        ? 'chunks: snappy and CRC-32C in WebAssembly'
+        : `chunks: snappy and CRC-32C in plain JavaScript (${plainChunks})`,
+    );
 
     this.beacon = new MemberBeacon(this.buckets.members, {
       role: 'trainer',
