@@ -1,4 +1,4 @@
-import { flushSubnormal, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
+import { FLOAT32_MIN_NORMAL, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
 
 const sqrt = Math.sqrt;
 
@@ -81,11 +81,15 @@ export function adamUpdate(
     correction1,
     correction2,
   } = adamScalars(hyper, step);
+  const tiny = FLOAT32_MIN_NORMAL;
   for (let i = 0; i < param.length; i++) {
     const p = param[i];
     const g = grad[i] + l2 * p;
-    const mi = flushSubnormal(b1 * m[i] + c1 * g);
-    const vi = flushSubnormal(b2 * v[i] + c2 * g * g);
+    let mi = b1 * m[i] + c1 * g;
+    let vi = b2 * v[i] + c2 * g * g;
+    // Stored as zero below the smallest normal float32 (v is never negative; NaN stays).
+    if (Math.abs(mi) < tiny) mi = 0;
+    if (vi < tiny) vi = 0;
     m[i] = mi;
     v[i] = vi;
     param[i] = p - p * decay - (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
@@ -99,7 +103,7 @@ export function adamUpdate(
  * TensorFlow.js's float32 backend epsilon, 1e-7. The bias corrections `1 - b^t` are computed in
  * float32 like TensorFlow.js does, since their cancellation dominates the difference otherwise.
  * The L2 weight decay `weightDecay * param` is added to the gradient first. Moments below the
- * smallest normal float32 are stored as zero (`flushSubnormal`).
+ * smallest normal float32 are stored as zero (see `FLOAT32_MIN_NORMAL`).
  */
 export const adamKernel: OptimizerKernel = {
   name: 'adam',

@@ -1,4 +1,4 @@
-import { flushSubnormal, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
+import { FLOAT32_MIN_NORMAL, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
 
 const { max, sqrt } = Math;
 
@@ -18,7 +18,7 @@ const CENTERED_SLOTS = [...PLAIN_SLOTS, 'meanGradient'] as const;
  * instead, which takes the square root of a negative number once the variance falls below
  * epsilon), with `ms - mg^2` held at zero or above where rounding would take it below. The mean
  * gradient is kept only when centered. The L2 weight decay `weightDecay * param` is added to the
- * gradient first. State below the smallest normal float32 is stored as zero (`flushSubnormal`).
+ * gradient first. State below the smallest normal float32 is stored as zero (see `FLOAT32_MIN_NORMAL`).
  */
 export const rmspropKernel: OptimizerKernel = {
   name: 'rmsprop',
@@ -32,12 +32,17 @@ export const rmspropKernel: OptimizerKernel = {
     const eps = hyper.epsilon;
     const wd = hyper.weightDecay;
     const { decay: d, oneMinusDecay: c } = rmspropScalars(hyper);
+    const tiny = FLOAT32_MIN_NORMAL;
     if (hyper.centered) {
       for (let i = 0; i < param.length; i++) {
         const g = grad[i] + wd * param[i];
-        const s = flushSubnormal(ms[i] * d + g * g * c);
-        const a = flushSubnormal(mg[i] * d + g * c);
-        const o = flushSubnormal(mom[i] * m + (g * lr) / sqrt(max(s - a * a, 0) + eps));
+        let s = ms[i] * d + g * g * c;
+        let a = mg[i] * d + g * c;
+        // Stored as zero below the smallest normal float32 (s is never negative; NaN stays).
+        if (s < tiny) s = 0;
+        if (Math.abs(a) < tiny) a = 0;
+        let o = mom[i] * m + (g * lr) / sqrt(max(s - a * a, 0) + eps);
+        if (Math.abs(o) < tiny) o = 0;
         ms[i] = s;
         mg[i] = a;
         mom[i] = o;
@@ -46,8 +51,10 @@ export const rmspropKernel: OptimizerKernel = {
     } else {
       for (let i = 0; i < param.length; i++) {
         const g = grad[i] + wd * param[i];
-        const s = flushSubnormal(ms[i] * d + g * g * c);
-        const o = flushSubnormal(mom[i] * m + (g * lr) / sqrt(s + eps));
+        let s = ms[i] * d + g * g * c;
+        if (s < tiny) s = 0;
+        let o = mom[i] * m + (g * lr) / sqrt(s + eps);
+        if (Math.abs(o) < tiny) o = 0;
         ms[i] = s;
         mom[i] = o;
         param[i] -= o;
