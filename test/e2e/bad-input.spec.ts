@@ -20,6 +20,7 @@ import {
 import {
   InvalidGradientError,
   PserverClient,
+  PserverError,
   StaleGradientError,
   shardKey,
   type NamedTensor,
@@ -33,6 +34,7 @@ import {
   type PushReply,
 } from '#libs/pserver-protocol';
 import { HEADER_SIZE_BYTES, indexFiles } from '#libs/recordio';
+import { waitUntil } from '../support/chaos-watch.js';
 import { waitForEvent } from '../support/job-events.js';
 import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
@@ -218,7 +220,17 @@ describe('bad input, end to end', () => {
       const address = String(decodeJsonObject('shard-0', registration!.value)['address']);
       const rogue = new PserverClient(address, { shard: 0 });
       try {
-        const pulled = await rogue.pullParams(jobId, { waitMs: 30_000 });
+        // The shard learns of the job when its first trainer initialises it, which may come after
+        // the submission is answered: until then a pull is refused as for an unknown job.
+        const pulled = await waitUntil(
+          `shard 0 to know job ${jobId}`,
+          () =>
+            rogue.pullParams(jobId, { waitMs: 30_000 }).catch((err: unknown) => {
+              if (err instanceof PserverError && err.reason === 'unknown-job') return undefined;
+              throw err;
+            }),
+          JOB_TIMEOUT_MS,
+        );
         const param = pulled.tensors[0]!;
         const size = param.data.length;
         const cases: [string, NamedTensor<TensorArray>[], RegExp][] = [
