@@ -2,6 +2,7 @@ import { RecordLayoutError } from './errors.js';
 import type { Batch } from './learner.js';
 import type { RecordLayout } from './model-spec.js';
 import { parseExampleHeader } from '#libs/dataset';
+import { featureCount } from '#libs/job-spec';
 
 const LITTLE_ENDIAN_HOST = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -30,7 +31,7 @@ export class FeatureWriter {
   private readonly scale: number;
 
   constructor(layout: RecordLayout) {
-    this.perExample = layout.featureShape.reduce((a, b) => a * b, 1);
+    this.perExample = featureCount(layout.featureShape);
     this.scale = layout.scale;
     this.uint8 = layout.featureDtype === 'uint8';
     this.featureBytes = this.uint8 ? this.perExample : 4 * this.perExample;
@@ -76,7 +77,7 @@ export interface CheckedRecords {
  */
 export function checkRecords(records: readonly Uint8Array[], layout: RecordLayout): CheckedRecords {
   const size = records.length;
-  const perExample = layout.featureShape.reduce((a, b) => a * b, 1);
+  const perExample = featureCount(layout.featureShape);
   const featuresOffsets = new Int32Array(size);
   const labels = layout.labelDtype === 'int32' ? new Int32Array(size) : new Float32Array(size);
   let last: Uint8Array | undefined;

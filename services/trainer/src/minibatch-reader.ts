@@ -75,6 +75,44 @@ export function sliceBatch(batch: Batch, start: number, end: number, perExample:
   };
 }
 
+/**
+ * The minibatch being filled, one example at a time: the caller writes example `filled` of
+ * `batch`, then calls {@link advance}, which hands over the batch once it holds `size` examples
+ * and starts a new one.
+ */
+class MinibatchFill {
+  batch: Batch;
+  filled = 0;
+
+  constructor(
+    private readonly size: number,
+    private readonly perExample: number,
+    private readonly labelDtype: RecordLayout['labelDtype'],
+  ) {
+    this.batch = this.empty();
+  }
+
+  /** Counts the example just written; the batch when that filled it. */
+  advance(): Batch | undefined {
+    this.filled += 1;
+    if (this.filled < this.size) return undefined;
+    const full = this.batch;
+    this.batch = this.empty();
+    this.filled = 0;
+    return full;
+  }
+
+  /** The examples of a batch left partly filled, if any (the task's last minibatch). */
+  rest(): Batch | undefined {
+    return this.filled > 0 ? sliceBatch(this.batch, 0, this.filled, this.perExample) : undefined;
+  }
+
+  private empty(): Batch {
+    const labels = this.labelDtype === 'float32' ? new Float32Array(this.size) : new Int32Array(this.size);
+    return { features: new Float32Array(this.size * this.perExample), labels, size: this.size };
+  }
+}
+
 function sameChunk(a: TaskChunk, b: TaskChunk): boolean {
   return a.file === b.file && a.offset === b.offset && a.numRecords === b.numRecords;
 }
@@ -128,60 +166,46 @@ export class MinibatchReader {
     return shuffle === undefined ? this.inFileOrder(task.chunks) : this.shuffled(task, shuffle);
   }
 
-  /** A batch of `size` examples in new arrays, to be filled. */
-  private emptyBatch(size: number): Batch {
-    const labels = this.options.layout.labelDtype === 'float32' ? new Float32Array(size) : new Int32Array(size);
-    return { features: new Float32Array(size * this.writer.perExample), labels, size };
-  }
-
   /** Records in file order, each written into its minibatch from the chunk that holds it. */
   private async *inFileOrder(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
-    const { batchSize } = this.options;
-    let batch = this.emptyBatch(batchSize);
-    let filled = 0;
+    const fill = new MinibatchFill(this.options.batchSize, this.writer.perExample, this.options.layout.labelDtype);
     for await (const checked of this.checkedChunks(chunks)) {
       for (let i = 0; i < checked.records.length; i++) {
-        this.writer.write(batch.features, filled, checked.records[i]!, checked.featuresOffsets[i]!);
-        batch.labels[filled++] = checked.labels[i]!;
-        if (filled === batchSize) {
-          yield batch;
-          batch = this.emptyBatch(batchSize);
-          filled = 0;
-        }
+        this.writer.write(fill.batch.features, fill.filled, checked.records[i]!, checked.featuresOffsets[i]!);
+        fill.batch.labels[fill.filled] = checked.labels[i]!;
+        const full = fill.advance();
+        if (full !== undefined) yield full;
       }
     }
-    if (filled > 0) yield sliceBatch(batch, 0, filled, this.writer.perExample);
+    const rest = fill.rest();
+    if (rest !== undefined) yield rest;
   }
 
   /** Records in the order of the task's shuffle buffer. */
   private async *shuffled(task: TaskData, shuffle: ShuffleSettings): AsyncGenerator<Batch> {
-    const { batchSize } = this.options;
+    const { labelDtype } = this.options.layout;
     const capacity = shuffle.bufferRecords ?? task.chunks.reduce((most, c) => Math.max(most, c.numRecords), 1);
     const buffer = new ShuffleBuffer<number>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
-    const slots = new ExampleSlots(capacity + 1, this.writer, this.options.layout.labelDtype);
-    let batch = this.emptyBatch(batchSize);
-    let filled = 0;
+    const slots = new ExampleSlots(capacity + 1, this.writer, labelDtype);
+    const fill = new MinibatchFill(this.options.batchSize, this.writer.perExample, labelDtype);
+    /** Moves the example in `slot` into the minibatch; the minibatch when that filled it. */
+    const moveOut = (slot: number): Batch | undefined => {
+      slots.moveOut(slot, fill.batch, fill.filled);
+      return fill.advance();
+    };
     for await (const checked of this.checkedChunks(task.chunks)) {
       for (let i = 0; i < checked.records.length; i++) {
         const out = buffer.push(slots.put(checked, i));
-        if (out === undefined) continue;
-        slots.moveOut(out, batch, filled++);
-        if (filled === batchSize) {
-          yield batch;
-          batch = this.emptyBatch(batchSize);
-          filled = 0;
-        }
+        const full = out === undefined ? undefined : moveOut(out);
+        if (full !== undefined) yield full;
       }
     }
     for (let out = buffer.take(); out !== undefined; out = buffer.take()) {
-      slots.moveOut(out, batch, filled++);
-      if (filled === batchSize) {
-        yield batch;
-        batch = this.emptyBatch(batchSize);
-        filled = 0;
-      }
+      const full = moveOut(out);
+      if (full !== undefined) yield full;
     }
-    if (filled > 0) yield sliceBatch(batch, 0, filled, this.writer.perExample);
+    const rest = fill.rest();
+    if (rest !== undefined) yield rest;
   }
 
   /**
