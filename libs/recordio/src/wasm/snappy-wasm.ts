@@ -4,7 +4,7 @@
  * checksummed there, and copied out once. Where it cannot load (no WebAssembly SIMD128, not
  * assembled, or `TRIBUTARY_KERNELS=js`), callers keep the plain JavaScript path.
  */
-import { KERNELS_ENV_VAR, compileKernelModule, plainKernelsForced } from '#libs/wasm-simd';
+import { KERNELS_ENV_VAR, WASM_PAGE_BYTES, compileKernelModule, plainKernelsForced } from '#libs/wasm-simd';
 
 /**
  * The negative codes that {@link WasmSnappy.uncompressInto} and {@link WasmSnappy.decodeFrameBody}
@@ -48,7 +48,6 @@ export interface SnappyModule {
 }
 
 const SNAPPY_WASM_URL = new URL('./snappy.wasm', import.meta.url);
-const WASM_PAGE_BYTES = 65536;
 /** How much of a checksummed array goes through the module's memory at a time. */
 const CRC_PIECE_BYTES = 65536;
 
