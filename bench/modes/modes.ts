@@ -37,6 +37,7 @@ const RUNS: readonly ModeRun[] = [
   { name: 'async, pushes overlapped', training: { mode: 'async', overlapPushes: true } },
   { name: 'ssp, maxStaleness 2', training: { mode: 'ssp', maxStaleness: 2 } },
   { name: 'local, 4 steps', training: { mode: 'local', localSteps: 4 } },
+  { name: 'local, 4 steps, overlapped', training: { mode: 'local', localSteps: 4, overlapRounds: true } },
   { name: 'local, elastic 0.5', training: { mode: 'local', localSteps: 4, localSync: false, elasticAlpha: 0.5 } },
 ];
 

@@ -42,6 +42,11 @@ const RUNS = [
     name: 'overhead: 1 trainer + 1 pserver, local (4 steps per exchange), vs the learner alone',
     training: { mode: 'local', localSteps: 4 },
   },
+  {
+    id: 'local-overlapped',
+    name: 'overhead: 1 trainer + 1 pserver, local with overlapped rounds, vs the learner alone',
+    training: { mode: 'local', localSteps: 4, overlapRounds: true },
+  },
 ] as const;
 
 export async function runOverheadBench(say: (line: string) => void): Promise<BenchResult[]> {

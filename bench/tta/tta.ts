@@ -2,7 +2,7 @@
  * `tta`: time to 0.85 test accuracy of the example MLP job on a local cluster of 2 trainers and
  * 2 pservers (with master and evaluator, everything as `npm run demo` runs it) against the
  * single-process loop of `single-process.ts`, both on this machine in this run; then the same
- * job in `async` and in `local` mode. The cluster's
+ * job in `async` and in `local` mode, plain and with overlapped rounds. The cluster's
  * time is the job's own wall time in its summary (from its start to the evaluator's stop), the
  * loop's from its first step; neither counts start-up or loading. Each cluster job is evaluated
  * every as many examples as the loop (6,400: 100 steps of 64), rounded to whole versions. Each
@@ -32,7 +32,8 @@ const BATCH_SIZE = 64;
  * The example job as it is (`sync`), then `async` (as it comes: on 2 trainers and 2 cores,
  * overlapping pushes was slower and took more examples to the target), then
  * `local` (each trainer takes four Adam steps on its own copy per push), the mode meant for when
- * the network, not the learner, is the limit. `examplesPerVersion`: what one model version
+ * the network, not the learner, is the limit, and `local` with `overlapRounds` (each trainer
+ * trains its next round while the last one's delta is averaged). `examplesPerVersion`: what one model version
  * stands for, so that each run is evaluated as often as the single process, in examples.
  */
 const RUNS = [
@@ -42,6 +43,12 @@ const RUNS = [
     id: 'local',
     label: 'local, 4 steps',
     training: { mode: 'local', localSteps: 4 },
+    examplesPerVersion: TRAINERS * 4 * BATCH_SIZE,
+  },
+  {
+    id: 'local-overlapped',
+    label: 'local, 4 steps, overlapped rounds',
+    training: { mode: 'local', localSteps: 4, overlapRounds: true },
     examplesPerVersion: TRAINERS * 4 * BATCH_SIZE,
   },
 ] as const;

@@ -35,6 +35,7 @@ const MODES: { name: string; training: Record<string, unknown>; trainers?: Recor
   { name: 'async-staleness', training: { mode: 'async', stalenessAware: true, overlapPushes: true } },
   { name: 'ssp', training: { mode: 'ssp', maxStaleness: 2 } },
   { name: 'local', training: { mode: 'local', localSteps: 4, localSync: true } },
+  { name: 'local-overlapped', training: { mode: 'local', localSteps: 4, localSync: true, overlapRounds: true } },
   { name: 'local-elastic', training: { mode: 'local', localSteps: 4, localSync: false, elasticAlpha: 0.25 } },
 ];
 

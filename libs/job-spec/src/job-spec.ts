@@ -210,6 +210,8 @@ export interface TrainingSpec {
   localSync?: boolean;
   /** local only, optional: elastic averaging (EASGD) with this moving rate. */
   elasticAlpha?: number;
+  /** local only (then present): train the next round while the last round's delta is on its way. */
+  overlapRounds?: boolean;
   /** Examples per minibatch; one gradient push per minibatch. */
   batchSize: number;
   /** RecordIO chunks per task. */

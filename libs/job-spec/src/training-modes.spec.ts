@@ -37,11 +37,23 @@ describe('training modes in the job spec', () => {
     ['sync', {}, { backupTrainers: 0 }],
     ['async', {}, { stalenessAware: false }],
     ['ssp', {}, { maxStaleness: 2 }],
-    ['local', {}, { localSteps: 4, localSync: true }],
-    ['local', { elasticAlpha: 0.25, localSync: false }, { localSteps: 4, localSync: false, elasticAlpha: 0.25 }],
+    ['local', {}, { localSteps: 4, localSync: true, overlapRounds: false }],
+    [
+      'local',
+      { elasticAlpha: 0.25, localSync: false },
+      { localSteps: 4, localSync: false, elasticAlpha: 0.25, overlapRounds: false },
+    ],
   ])('training modes - %s gets the defaults of its own fields and no other', (mode, given, expected) => {
     const training = validateJobSpec(spec({ mode, ...given })).training;
-    const modeFields = ['backupTrainers', 'stalenessAware', 'maxStaleness', 'localSteps', 'localSync', 'elasticAlpha'];
+    const modeFields = [
+      'backupTrainers',
+      'stalenessAware',
+      'maxStaleness',
+      'localSteps',
+      'localSync',
+      'elasticAlpha',
+      'overlapRounds',
+    ];
     expect(Object.fromEntries(Object.entries(training).filter(([k]) => modeFields.includes(k)))).toEqual(expected);
   });
 
@@ -57,6 +69,7 @@ describe('training modes in the job spec', () => {
     ['ssp', 'stalenessAware', true, 'async'],
     ['local', 'maxStaleness', 0, 'ssp'],
     ['ssp', 'elasticAlpha', 0.1, 'local'],
+    ['async', 'overlapRounds', true, 'local'],
   ])(
     'training modes - with mode %s, training.%s is refused as a field of another mode',
     (mode, field, value, owner) => {
@@ -65,6 +78,16 @@ describe('training modes in the job spec', () => {
       ]);
     },
   );
+
+  it('training modes - overlapRounds is refused with elasticAlpha, which pulls the center before each push', () => {
+    expect(violationsOf(spec({ mode: 'local', elasticAlpha: 0.25, overlapRounds: true }))).toEqual([
+      {
+        field: 'training.overlapRounds',
+        reason: 'does not apply with training.elasticAlpha: an elastic trainer pulls the center before each push',
+      },
+    ]);
+    expect(validateJobSpec(spec({ mode: 'local', overlapRounds: true })).training.overlapRounds).toBe(true);
+  });
 
   it('training modes - backupTrainers must stay below the quorum', () => {
     expect(violationsOf(spec({ backupTrainers: 2 }, { trainers: { min: 2, max: 4 } }))).toEqual([

@@ -7,7 +7,7 @@ export const TRAINING_MODE_FIELDS = {
   sync: { backupTrainers: 0 },
   async: { stalenessAware: false, overlapPushes: false },
   ssp: { maxStaleness: 2 },
-  local: { localSteps: 4, localSync: true, elasticAlpha: undefined },
+  local: { localSteps: 4, localSync: true, elasticAlpha: undefined, overlapRounds: false },
 } as const satisfies Record<TrainingMode, Record<string, number | boolean | undefined>>;
 
 /** The mode the job spec assumes when `training.mode` is absent. */
@@ -74,6 +74,12 @@ export function trainingModeViolations(spec: Record<string, unknown>): JobSpecVi
         reason: `does not apply with training.mode local: the trainers take their local steps at optimizer.learningRate`,
       });
     }
+  }
+  if (mode === 'local' && training['overlapRounds'] === true && training['elasticAlpha'] !== undefined) {
+    out.push({
+      field: 'training.overlapRounds',
+      reason: 'does not apply with training.elasticAlpha: an elastic trainer pulls the center before each push',
+    });
   }
   return out;
 }

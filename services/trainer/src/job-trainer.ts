@@ -163,7 +163,8 @@ export class JobTrainer {
       });
       membership = quorum;
       const reporter = new ProgressReporter(jobId, this.deps);
-      const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha, overlapPushes } = spec.training;
+      const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha, overlapPushes, overlapRounds } =
+        spec.training;
       const loop = new TrainingLoop(learner, ps, {
         mode,
         backupTrainers,
@@ -172,6 +173,7 @@ export class JobTrainer {
         localSync,
         elasticAlpha,
         overlapPushes,
+        overlapRounds,
         maxGradientRetries: spec.training.maxGradientRetries,
         clipping: { clipNorm: spec.optimizer.clipNorm, clipValue: spec.optimizer.clipValue },
         pullWaitMs: this.deps.pullWaitMs,

@@ -77,6 +77,12 @@ export interface TrainingLoopOptions extends LoopMode {
    * more). Ignored in the other modes, whose steps wait for the step they pushed to.
    */
   overlapPushes?: boolean;
+  /**
+   * `local` only (plain, not elastic): train the next round while the last round's delta is on
+   * its way. The round's average lands one round late, and the steps taken meanwhile are carried
+   * onto it. Ignored in the other modes.
+   */
+  overlapRounds?: boolean;
 }
 
 /** What one minibatch came to: done with (pushed, dropped, or trained locally), or interrupted. */
@@ -105,6 +111,13 @@ interface InFlightPush {
   sent: Promise<Sent>;
 }
 
+/** A round's delta still on its way while the next round trains (`local` with `overlapRounds`). */
+interface RoundInFlight {
+  /** Shard versions of the parameters the delta was computed from (and pushed for). */
+  pushed: number[];
+  sent: Promise<Sent>;
+}
+
 /** The local steps taken since the last push of a parameter delta (`local` mode). */
 interface LocalRound {
   steps: number;
@@ -118,6 +131,22 @@ function whenIdle<T>(fn: () => Promise<T>): Promise<T> {
 
 function sameVersions(a: readonly number[] | undefined, b: readonly number[]): boolean {
   return a !== undefined && a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+/** `params` with `progress` (the same tensors, by name) added to them, in new arrays. */
+function carriedOnto(params: readonly PlainTensor[], progress: readonly PlainTensor[]): PlainTensor[] {
+  const byName = new Map(progress.map((t) => [t.name, t]));
+  return params.map((p) => {
+    const step = byName.get(p.name);
+    if (step === undefined || step.data.length !== p.data.length) {
+      throw new Error(`the local progress has no tensor '${p.name}' of ${p.data.length} values to carry`);
+    }
+    const sum = new Float32Array(p.data.length);
+    const a = p.data;
+    const b = step.data;
+    for (let i = 0; i < sum.length; i++) sum[i] = a[i]! + b[i]!;
+    return { ...p, data: sum };
+  });
 }
 
 /** One version for every shard: the shards step together, so a pull should not mix steps. */
@@ -142,7 +171,9 @@ function uniform(versions: number | readonly number[]): boolean {
  *   moves toward it by `elasticAlpha * (x - center)` and pushes that difference). A round ends
  *   early with its task (done or handed back), so a task's minibatches are pushed with it. A
  *   delta refused as stale, or whose push a shard may or may not have taken, is dropped: its
- *   minibatches still count as done.
+ *   minibatches still count as done. With `overlapRounds` the next round trains while a round's
+ *   delta is on its way; at that round's end the average it brought back is loaded with the
+ *   steps taken since carried onto it, and those steps are pushed as the next delta.
  *
  * Parameters are pulled again only when the versions the learner holds are not enough: after a
  * push by rounds (`sync`, `local` with `localSync`) the next minibatch needs the step that push
@@ -165,6 +196,8 @@ export class TrainingLoop {
   private readonly round: LocalRound = { steps: 0, samples: 0 };
   /** `overlapPushes`: the push of the previous minibatch, not yet answered. */
   private inFlight: InFlightPush | undefined;
+  /** `overlapRounds`: the delta of the previous round, not yet answered. */
+  private roundInFlight: RoundInFlight | undefined;
   private readonly outage: PserverOutage;
   private readonly phases: StepPhases;
 
@@ -237,14 +270,21 @@ export class TrainingLoop {
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
       // Preempted, the trainer still pushes what it trained: the stop signal alone cuts that short.
       // A task ends only once the parameter servers took (or refused) each of its minibatches.
-      if ((await this.drain(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
       if ((await this.endRound(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
+      if ((await this.drain(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
     } catch (err) {
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
       return { kind: 'failed', samples, error: (err as Error).message ?? String(err), cause: err };
     } finally {
       // A push still on its way when the task was abandoned or failed is left to land or not.
       this.inFlight = undefined;
+      // Likewise a round's delta: the next round starts from the servers' parameters.
+      if (this.roundInFlight !== undefined) {
+        this.roundInFlight = undefined;
+        this.held = undefined;
+        this.round.steps = 0;
+        this.round.samples = 0;
+      }
       await batches.return(undefined).catch(() => undefined);
     }
     if (signals.stop.aborted) return { kind: 'abandoned', samples };
@@ -348,8 +388,12 @@ export class TrainingLoop {
     return 'taken';
   }
 
-  /** Sees the push still on its way through, computing its minibatch again if it was not taken. */
+  /**
+   * Sees the push still on its way through, computing its minibatch again if it was not taken;
+   * a round's delta on its way is landed.
+   */
   private async drain(signal: AbortSignal): Promise<StepResult> {
+    if (this.roundInFlight !== undefined) return this.landRound(signal, undefined);
     const push = this.inFlight;
     this.inFlight = undefined;
     if (push === undefined) return 'pushed';
@@ -362,7 +406,12 @@ export class TrainingLoop {
   private async trainLocally(batch: Batch, signal: AbortSignal): Promise<StepResult> {
     // A round starts from the servers' parameters; an elastic trainer keeps its own copy after
     // the first (or after an outage made it pull again).
-    if (this.round.steps === 0 && (this.options.elasticAlpha === undefined || this.held === undefined)) {
+    // With a round on its way, the next one goes on from the learner's own parameters.
+    if (
+      this.round.steps === 0 &&
+      this.roundInFlight === undefined &&
+      (this.options.elasticAlpha === undefined || this.held === undefined)
+    ) {
       if (!(await this.refreshUnlessInterrupted(signal))) return 'interrupted';
     }
     await this.phases.time('train', () => this.learner.train(batch));
@@ -381,6 +430,7 @@ export class TrainingLoop {
    */
   private async endRound(signal: AbortSignal): Promise<StepResult> {
     if (this.options.mode !== 'local' || this.round.steps === 0) return 'pushed';
+    if (this.overlapsRounds()) return this.endRoundOverlapped(signal);
     const samples = this.round.samples;
     let update: PlainTensor[];
     let versions: number[];
@@ -408,6 +458,62 @@ export class TrainingLoop {
     // A plain local round starts from the servers' parameters, which the push may not have brought.
     if (this.options.elasticAlpha === undefined && !(result.kind === 'taken' && result.loaded)) this.held = undefined;
     return result.kind === 'interrupted' ? 'interrupted' : 'pushed';
+  }
+
+  /** True for plain `local` rounds that overlap the next one (`overlapRounds`). */
+  private overlapsRounds(): boolean {
+    return (
+      this.options.mode === 'local' && this.options.overlapRounds === true && this.options.elasticAlpha === undefined
+    );
+  }
+
+  /**
+   * `local` with `overlapRounds`: takes the round's progress, lands the previous round (the
+   * progress is carried onto the parameters it brings back), and sends the progress as this
+   * round's delta, for the versions it now sits on, without waiting for the answer.
+   */
+  private async endRoundOverlapped(signal: AbortSignal): Promise<StepResult> {
+    const samples = this.round.samples;
+    const progress = await this.phases.time('getUpdate', () => this.learner.getUpdate());
+    this.round.steps = 0;
+    this.round.samples = 0;
+    if (this.roundInFlight !== undefined && (await this.landRound(signal, progress)) === 'interrupted') {
+      return 'interrupted';
+    }
+    const pushed = [...this.held!];
+    let written!: () => void;
+    const handedOver = new Promise<void>((resolve) => (written = resolve));
+    const sent = this.send(pushed, samples, progress, signal, written);
+    this.roundInFlight = { pushed, sent };
+    // Training blocks the event loop, which writes the delta out: the next round starts once all
+    // of it was handed to the connection.
+    await Promise.race([handedOver, sent]);
+    return 'pushed';
+  }
+
+  /**
+   * Waits for the round on its way and loads the parameters it brought back, with `progress`
+   * (the steps taken since it was sent) carried onto them. When it brought none (refused as
+   * stale, a shard away), the servers' current parameters are pulled instead: the round's
+   * delta is dropped, as a plain local round's would be.
+   */
+  private async landRound(signal: AbortSignal, progress: PlainTensor[] | undefined): Promise<StepResult> {
+    const { pushed, sent } = this.roundInFlight!;
+    this.roundInFlight = undefined;
+    const result = await this.settle(pushed, pushed, await this.phases.time('push', () => sent), signal, progress);
+    if (result.kind === 'interrupted') return 'interrupted';
+    if (result.kind === 'taken' && result.loaded) return 'pushed';
+    this.held = undefined;
+    let pulled: PulledParams | undefined;
+    try {
+      pulled = await this.refresh(signal, { load: false });
+    } catch (err) {
+      if (err instanceof InterruptedError) return 'interrupted';
+      throw err;
+    }
+    const tensors = pulled!.tensors;
+    this.phases.timeSync('load', () => this.learner.setParams(progress ? carriedOnto(tensors, progress) : tensors));
+    return 'pushed';
   }
 
   /** The versions a push computed on `held` is for: its own clock in `ssp`, else `held`. */
@@ -447,7 +553,8 @@ export class TrainingLoop {
 
   /**
    * Sets what the next minibatch needs from what came of a push for `pushed` computed on `held`,
-   * and loads the parameters that came back with it when they are enough.
+   * and loads the parameters that came back with it when they are enough (with `carried`, the
+   * local steps taken since the push, added to them).
    * @throws the push's error when it is not one of the parameter servers being briefly away.
    */
   private async settle(
@@ -455,6 +562,7 @@ export class TrainingLoop {
     held: readonly number[],
     sent: Sent,
     signal: AbortSignal,
+    carried?: PlainTensor[],
   ): Promise<PushResult> {
     if ('error' in sent) {
       const err = sent.error as Error;
@@ -475,7 +583,9 @@ export class TrainingLoop {
       if (this.options.mode === 'ssp') this.clock = pushed.map((v) => v + 1);
       const next = outcome.params;
       if (!next || !this.needed.every((v, k) => v <= (next.versions[k] ?? -1))) return { kind: 'taken', loaded: false };
-      this.phases.timeSync('load', () => this.learner.setParams(next.tensors));
+      this.phases.timeSync('load', () =>
+        this.learner.setParams(carried ? carriedOnto(next.tensors, carried) : next.tensors),
+      );
       this.held = [...next.versions];
       return { kind: 'taken', loaded: true };
     }

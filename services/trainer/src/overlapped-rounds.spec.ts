@@ -1,0 +1,247 @@
+import type { Batch, Learner, PlainTensor } from '#libs/learner';
+import type { ClaimedTask } from '#libs/master-client';
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import {
+  PserverUnavailableError,
+  ShardCallError,
+  StaleGradientError,
+  type PulledParams,
+  type PushOutcome,
+  type ShardedPushPullOptions,
+  type StatusReply,
+  type TensorLike,
+} from '#libs/pserver-client';
+import { oneShardStatus } from '../../../test/support/shard-status.js';
+import { MinibatchReader } from './minibatch-reader.js';
+import { TrainingLoop, type TrainingLoopOptions } from './training-loop.js';
+
+/*
+ * `local` with `overlapRounds`: the next round trains while the last round's delta is on its
+ * way; its average lands one round late, with the steps taken meanwhile carried onto it.
+ */
+
+const BATCH: Batch = { features: new Float32Array([1, 2]), labels: new Int32Array([0]), size: 1 };
+const never = new AbortController().signal;
+
+/** A one-parameter learner in delta mode: `train` takes a step of -1; every call is journalled. */
+class ScalarLearner implements Learner {
+  x = 0;
+  private start = 0;
+  constructor(private readonly journal: string[]) {}
+  async initialize(): Promise<void> {}
+  async getParams(): Promise<PlainTensor[]> {
+    return [{ name: 'w', dtype: 'float32', shape: [1], data: Float32Array.of(this.x) }];
+  }
+  setParams(params: PlainTensor[]): void {
+    this.x = params[0]!.data[0]!;
+    this.start = this.x;
+    this.journal.push(`load ${this.x}`);
+  }
+  async train(): Promise<{ loss: number; samples: number }> {
+    this.x -= 1;
+    this.journal.push('train');
+    return { loss: 0, samples: 1 };
+  }
+  async getUpdate(): Promise<PlainTensor[]> {
+    const delta = this.x - this.start;
+    this.start = this.x;
+    return [{ name: 'w', dtype: 'float32', shape: [1], data: Float32Array.of(delta) }];
+  }
+  async evaluate() {
+    return { lossSum: 0, correct: 0, samples: 0 };
+  }
+  shutdown(): void {}
+}
+
+/**
+ * One shard in rounds, with `others` more trainers whose deltas are each `othersDelta`: a push for
+ * its version closes the round, adds the mean delta to the parameter and answers with the next
+ * version's parameters; any other version is refused as stale. `failures` holds errors for the
+ * next pushes to fail with (before the shard sees them); `staleRefusals` refuses that many first.
+ */
+class RoundShard {
+  version = 3;
+  value = 3;
+  others = 0;
+  othersDelta = 0;
+  staleRefusals = 0;
+  readonly failures: Error[] = [];
+  readonly pushes: { version: number; samples: number; delta: number }[] = [];
+
+  constructor(private readonly journal: string[]) {}
+
+  async pullParams(): Promise<PulledParams> {
+    this.journal.push(`pull ${this.version}`);
+    return this.params();
+  }
+
+  async pushGradients(): Promise<PushOutcome> {
+    throw new Error('not used: the loop push-pulls');
+  }
+
+  async pushPull(
+    versions: number | readonly number[],
+    samples: number,
+    update: readonly TensorLike[],
+    options: ShardedPushPullOptions,
+  ): Promise<PushOutcome & { params?: PulledParams }> {
+    const pushed = typeof versions === 'number' ? versions : versions[0]!;
+    const delta = (update[0]!.data as Float32Array)[0]!;
+    this.journal.push(`send ${pushed} ${delta}`);
+    options.onSent?.();
+    // The answer comes after the loop went on.
+    await new Promise((resolve) => setImmediate(resolve));
+    const failure = this.failures.shift();
+    if (failure !== undefined) throw failure;
+    if (this.staleRefusals > 0 || pushed !== this.version) {
+      if (this.staleRefusals > 0) {
+        this.staleRefusals -= 1;
+        // The round closed without this trainer.
+        this.value += this.othersDelta;
+        this.version += 1;
+      }
+      return {
+        versions: [this.version],
+        accepted: [false],
+        stale: [new StaleGradientError('stale', 0, pushed, this.version)],
+      };
+    }
+    this.pushes.push({ version: pushed, samples, delta });
+    this.value += (delta + this.others * this.othersDelta) / (1 + this.others);
+    this.version += 1;
+    return { versions: [this.version], accepted: [true], stale: [], params: this.params() };
+  }
+
+  async status(): Promise<StatusReply[]> {
+    return oneShardStatus(this.version, 'local');
+  }
+
+  private params(): PulledParams {
+    const tensors = [{ name: 'w', dtype: 'float32' as const, shape: [1], data: Float32Array.of(this.value) }];
+    return { tensors, versions: [this.version], version: this.version, consistent: true };
+  }
+}
+
+function task(): ClaimedTask {
+  return { jobId: 'j', epoch: 0, taskId: 0, dispatchId: 'd', chunks: [], deadlineMs: 0, leaseMs: 0 };
+}
+
+function readerOf(batches: number): MinibatchReader {
+  const reader = new MinibatchReader({
+    batchSize: 1,
+    layout: { featureShape: [2], featureDtype: 'float32', scale: 1, labelDtype: 'int32' },
+    readChunk: async () => ({ records: [] }),
+  });
+  reader.batches = async function* () {
+    for (let i = 0; i < batches; i++) yield BATCH;
+  };
+  return reader;
+}
+
+function setup(options: Partial<TrainingLoopOptions> = {}) {
+  const journal: string[] = [];
+  const learner = new ScalarLearner(journal);
+  const shard = new RoundShard(journal);
+  const counted: number[] = [];
+  const loop = new TrainingLoop(learner, shard, {
+    mode: 'local',
+    localSteps: 2,
+    localSync: true,
+    overlapRounds: true,
+    maxGradientRetries: 0,
+    retryBackoffMs: 1,
+    onMinibatch: (samples) => counted.push(samples),
+    ...options,
+  });
+  return { journal, learner, shard, loop, counted };
+}
+
+describe('overlapped local rounds', () => {
+  it('overlapped rounds - the next round trains before the last one lands; its steps are carried onto the average', async () => {
+    const { journal, learner, shard, loop, counted } = setup();
+    shard.others = 1;
+    shard.othersDelta = -4;
+    const outcome = await loop.runTask(task(), readerOf(6), { stop: never, preempt: never });
+    expect(outcome).toEqual({ kind: 'done', samples: 6 });
+    expect(journal).toEqual([
+      'pull 3',
+      'load 3',
+      'train',
+      'train',
+      'send 3 -2',
+      // Round two trains while round one is on its way.
+      'train',
+      'train',
+      // Round one's average (3 + (-2 - 4) / 2 = 0) with round two's two steps on it.
+      'load -2',
+      'send 4 -2',
+      'train',
+      'train',
+      'load -5',
+      'send 5 -2',
+      // The task ends once its last round landed, with no steps to carry.
+      'load -6',
+    ]);
+    expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
+      [3, 2],
+      [4, 2],
+      [5, 2],
+    ]);
+    expect(counted).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(learner.x).toBe(shard.value);
+  });
+
+  it('overlapped rounds - alone, a trainer ends a task with the parameters plain rounds give it', async () => {
+    const overlapped = setup();
+    const plain = setup({ overlapRounds: false });
+    await overlapped.loop.runTask(task(), readerOf(7), { stop: never, preempt: never });
+    await plain.loop.runTask(task(), readerOf(7), { stop: never, preempt: never });
+    expect(overlapped.shard.value).toBe(plain.shard.value);
+    expect(overlapped.learner.x).toBe(plain.learner.x);
+    expect(overlapped.shard.pushes.map((p) => p.samples)).toEqual([2, 2, 2, 1]);
+    expect(plain.shard.pushes.map((p) => p.samples)).toEqual([2, 2, 2, 1]);
+  });
+
+  it("overlapped rounds - a round refused as stale is dropped; the steps since go onto the servers' parameters", async () => {
+    const { journal, learner, shard, loop } = setup();
+    shard.staleRefusals = 1;
+    shard.othersDelta = -10;
+    const outcome = await loop.runTask(task(), readerOf(4), { stop: never, preempt: never });
+    expect(outcome).toEqual({ kind: 'done', samples: 4 });
+    // Round one (for version 3) was refused: the round closed without it at 3 - 10 = -7.
+    expect(journal.slice(5)).toEqual(['train', 'train', 'pull 4', 'load -9', 'send 4 -2', 'load -9']);
+    expect(shard.pushes.map((p) => p.version)).toEqual([4]);
+    expect(learner.x).toBe(-9);
+  });
+
+  it('overlapped rounds - a shard away when the round lands is waited for, then its parameters are pulled', async () => {
+    const { journal, shard, loop } = setup();
+    shard.failures.push(
+      new ShardCallError('pushPull', [
+        new PserverUnavailableError('connection refused', 0, GrpcStatus.UNAVAILABLE, ''),
+      ]),
+    );
+    const outcome = await loop.runTask(task(), readerOf(4), { stop: never, preempt: never });
+    expect(outcome).toEqual({ kind: 'done', samples: 4 });
+    // The first round may or may not have been taken: the shard's parameters are taken as they are.
+    expect(journal.slice(5)).toEqual(['train', 'train', 'pull 3', 'load 1', 'send 3 -2', 'load 1']);
+  });
+
+  it('overlapped rounds - a preempted task lands the round on its way and pushes the steps it took before it is handed back', async () => {
+    const preempt = new AbortController();
+    let steps = 0;
+    const { shard, loop, learner } = setup({
+      onMinibatch: () => {
+        steps += 1;
+        if (steps === 3) preempt.abort();
+      },
+    });
+    const outcome = await loop.runTask(task(), readerOf(6), { stop: never, preempt: preempt.signal });
+    expect(outcome).toEqual({ kind: 'returned', samples: 3 });
+    expect(shard.pushes.map((p) => [p.version, p.samples, p.delta])).toEqual([
+      [3, 2, -2],
+      [4, 1, -1],
+    ]);
+    expect(learner.x).toBe(shard.value);
+  });
+});
