@@ -1,5 +1,4 @@
 import type { Batch, Learner, PlainTensor } from '#libs/learner';
-import type { ClaimedTask } from '#libs/master-client';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
   InvalidGradientError,
@@ -12,7 +11,7 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { oneShardStatus } from '../../../test/support/shard-status.js';
-import { MinibatchReader } from './minibatch-reader.js';
+import { claimedTask as task, minibatchesOf } from '../../../test/support/training-loop-fakes.js';
 import { TrainingLoop, type ParameterService } from './training-loop.js';
 
 /*
@@ -21,6 +20,9 @@ import { TrainingLoop, type ParameterService } from './training-loop.js';
  */
 
 const never = new AbortController().signal;
+
+const readerOf = (batches: number) =>
+  minibatchesOf(batches, (i) => ({ features: new Float32Array([i]), labels: new Int32Array([i]), size: 1 }));
 
 /** Records the order of what the loop does, on the learner and on the parameter servers. */
 class Journal {
@@ -123,30 +125,6 @@ function setup(options: { retryBackoffMs?: number } = {}) {
     ...options,
   });
   return { journal, shard, loop, counted };
-}
-
-function task(records: number): ClaimedTask {
-  return {
-    jobId: 'j',
-    epoch: 0,
-    taskId: 0,
-    dispatchId: 'd',
-    chunks: [{ file: 'f', offset: 0, numRecords: records }],
-    deadlineMs: 0,
-    leaseMs: 0,
-  };
-}
-
-function readerOf(batches: number): MinibatchReader {
-  const reader = new MinibatchReader({
-    batchSize: 1,
-    layout: { featureShape: [1], featureDtype: 'float32', scale: 1, labelDtype: 'int32' },
-    readChunk: async () => ({ records: [] }),
-  });
-  reader.batches = async function* () {
-    for (let i = 0; i < batches; i++) yield { features: new Float32Array([i]), labels: new Int32Array([i]), size: 1 };
-  };
-  return reader;
 }
 
 function down(): ShardCallError {

@@ -1,5 +1,3 @@
-import type { Batch, Learner, PlainTensor } from '#libs/learner';
-import type { ClaimedTask } from '#libs/master-client';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
   PserverUnavailableError,
@@ -12,7 +10,7 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { oneShardStatus } from '../../../test/support/shard-status.js';
-import { MinibatchReader } from './minibatch-reader.js';
+import { ScalarLearner, claimedTask, minibatchesOf } from '../../../test/support/training-loop-fakes.js';
 import { TrainingLoop, type TrainingLoopOptions } from './training-loop.js';
 
 /*
@@ -20,38 +18,7 @@ import { TrainingLoop, type TrainingLoopOptions } from './training-loop.js';
  * way; its average lands one round late, with the steps taken meanwhile carried onto it.
  */
 
-const BATCH: Batch = { features: new Float32Array([1, 2]), labels: new Int32Array([0]), size: 1 };
 const never = new AbortController().signal;
-
-/** A one-parameter learner in delta mode: `train` takes a step of -1; every call is journalled. */
-class ScalarLearner implements Learner {
-  x = 0;
-  private start = 0;
-  constructor(private readonly journal: string[]) {}
-  async initialize(): Promise<void> {}
-  async getParams(): Promise<PlainTensor[]> {
-    return [{ name: 'w', dtype: 'float32', shape: [1], data: Float32Array.of(this.x) }];
-  }
-  setParams(params: PlainTensor[]): void {
-    this.x = params[0]!.data[0]!;
-    this.start = this.x;
-    this.journal.push(`load ${this.x}`);
-  }
-  async train(): Promise<{ loss: number; samples: number }> {
-    this.x -= 1;
-    this.journal.push('train');
-    return { loss: 0, samples: 1 };
-  }
-  async getUpdate(): Promise<PlainTensor[]> {
-    const delta = this.x - this.start;
-    this.start = this.x;
-    return [{ name: 'w', dtype: 'float32', shape: [1], data: Float32Array.of(delta) }];
-  }
-  async evaluate() {
-    return { lossSum: 0, correct: 0, samples: 0 };
-  }
-  shutdown(): void {}
-}
 
 /**
  * One shard in rounds, with `others` more trainers whose deltas are each `othersDelta`: a push for
@@ -122,20 +89,9 @@ class RoundShard {
   }
 }
 
-function task(): ClaimedTask {
-  return { jobId: 'j', epoch: 0, taskId: 0, dispatchId: 'd', chunks: [], deadlineMs: 0, leaseMs: 0 };
-}
-
-function readerOf(batches: number): MinibatchReader {
-  const reader = new MinibatchReader({
-    batchSize: 1,
-    layout: { featureShape: [2], featureDtype: 'float32', scale: 1, labelDtype: 'int32' },
-    readChunk: async () => ({ records: [] }),
-  });
-  reader.batches = async function* () {
-    for (let i = 0; i < batches; i++) yield BATCH;
-  };
-  return reader;
+/** What the learner and the shard did, in order, without the learner's `update` calls. */
+function doneIn(journal: string[]): string[] {
+  return journal.filter((entry) => entry !== 'update');
 }
 
 function setup(options: Partial<TrainingLoopOptions> = {}) {
@@ -161,11 +117,11 @@ describe('overlapped local rounds', () => {
     const { journal, learner, shard, loop, counted } = setup();
     shard.others = 1;
     shard.othersDelta = -4;
-    const outcome = await loop.runTask(task(), readerOf(6), { stop: never, preempt: never });
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: never });
     expect(outcome).toEqual({ kind: 'done', samples: 6 });
-    expect(journal).toEqual([
+    expect(doneIn(journal)).toEqual([
       'pull 3',
-      'load 3',
+      'set 3',
       'train',
       'train',
       'send 3 -2',
@@ -173,14 +129,14 @@ describe('overlapped local rounds', () => {
       'train',
       'train',
       // Round one's average (3 + (-2 - 4) / 2 = 0) with round two's two steps on it.
-      'load -2',
+      'set -2',
       'send 4 -2',
       'train',
       'train',
-      'load -5',
+      'set -5',
       'send 5 -2',
       // The task ends once its last round landed, with no steps to carry.
-      'load -6',
+      'set -6',
     ]);
     expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
       [3, 2],
@@ -194,8 +150,8 @@ describe('overlapped local rounds', () => {
   it('overlapped rounds - alone, a trainer ends a task with the parameters plain rounds give it', async () => {
     const overlapped = setup();
     const plain = setup({ overlapRounds: false });
-    await overlapped.loop.runTask(task(), readerOf(7), { stop: never, preempt: never });
-    await plain.loop.runTask(task(), readerOf(7), { stop: never, preempt: never });
+    await overlapped.loop.runTask(claimedTask(), minibatchesOf(7), { stop: never, preempt: never });
+    await plain.loop.runTask(claimedTask(), minibatchesOf(7), { stop: never, preempt: never });
     expect(overlapped.shard.value).toBe(plain.shard.value);
     expect(overlapped.learner.x).toBe(plain.learner.x);
     expect(overlapped.shard.pushes.map((p) => p.samples)).toEqual([2, 2, 2, 1]);
@@ -206,10 +162,10 @@ describe('overlapped local rounds', () => {
     const { journal, learner, shard, loop } = setup();
     shard.staleRefusals = 1;
     shard.othersDelta = -10;
-    const outcome = await loop.runTask(task(), readerOf(4), { stop: never, preempt: never });
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(4), { stop: never, preempt: never });
     expect(outcome).toEqual({ kind: 'done', samples: 4 });
     // Round one (for version 3) was refused: the round closed without it at 3 - 10 = -7.
-    expect(journal.slice(5)).toEqual(['train', 'train', 'pull 4', 'load -9', 'send 4 -2', 'load -9']);
+    expect(doneIn(journal).slice(5)).toEqual(['train', 'train', 'pull 4', 'set -9', 'send 4 -2', 'set -9']);
     expect(shard.pushes.map((p) => p.version)).toEqual([4]);
     expect(learner.x).toBe(-9);
   });
@@ -221,10 +177,10 @@ describe('overlapped local rounds', () => {
         new PserverUnavailableError('connection refused', 0, GrpcStatus.UNAVAILABLE, ''),
       ]),
     );
-    const outcome = await loop.runTask(task(), readerOf(4), { stop: never, preempt: never });
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(4), { stop: never, preempt: never });
     expect(outcome).toEqual({ kind: 'done', samples: 4 });
     // The first round may or may not have been taken: the shard's parameters are taken as they are.
-    expect(journal.slice(5)).toEqual(['train', 'train', 'pull 3', 'load 1', 'send 3 -2', 'load 1']);
+    expect(doneIn(journal).slice(5)).toEqual(['train', 'train', 'pull 3', 'set 1', 'send 3 -2', 'set 1']);
   });
 
   it('overlapped rounds - a preempted task lands the round on its way and pushes the steps it took before it is handed back', async () => {
@@ -236,7 +192,7 @@ describe('overlapped local rounds', () => {
         if (steps === 3) preempt.abort();
       },
     });
-    const outcome = await loop.runTask(task(), readerOf(6), { stop: never, preempt: preempt.signal });
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: preempt.signal });
     expect(outcome).toEqual({ kind: 'returned', samples: 3 });
     expect(shard.pushes.map((p) => [p.version, p.samples, p.delta])).toEqual([
       [3, 2, -2],

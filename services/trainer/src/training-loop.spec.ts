@@ -1,5 +1,4 @@
 import type { Batch, Learner, PlainTensor } from '#libs/learner';
-import type { ClaimedTask } from '#libs/master-client';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import {
   InvalidGradientError,
@@ -13,8 +12,8 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { oneShardStatus } from '../../../test/support/shard-status.js';
+import { claimedTask as task, minibatchesOf } from '../../../test/support/training-loop-fakes.js';
 import { GradientRetriesExhaustedError, PserverOutageError } from './errors.js';
-import { MinibatchReader } from './minibatch-reader.js';
 import { TrainingLoop, type ParameterService } from './training-loop.js';
 
 const BATCH: Batch = { features: new Float32Array([1, 2]), labels: new Int32Array([0]), size: 1 };
@@ -144,29 +143,7 @@ function down(operation: string): ShardCallError {
 
 const never = new AbortController().signal;
 
-function task(records: number): ClaimedTask {
-  return {
-    jobId: 'j',
-    epoch: 0,
-    taskId: 0,
-    dispatchId: 'd',
-    chunks: [{ file: 'f', offset: 0, numRecords: records }],
-    deadlineMs: 0,
-    leaseMs: 0,
-  };
-}
-
-function readerOf(batches: number): MinibatchReader {
-  const reader = new MinibatchReader({
-    batchSize: 1,
-    layout: { featureShape: [2], featureDtype: 'float32', scale: 1, labelDtype: 'int32' },
-    readChunk: async () => ({ records: [] }),
-  });
-  reader.batches = async function* () {
-    for (let i = 0; i < batches; i++) yield { ...BATCH, labels: new Int32Array([i]) };
-  };
-  return reader;
-}
+const readerOf = (batches: number) => minibatchesOf(batches, (i) => ({ ...BATCH, labels: new Int32Array([i]) }));
 
 describe('training loop', () => {
   it('training loop - a stale refusal refreshes the parameters and recomputes the same minibatch', async () => {

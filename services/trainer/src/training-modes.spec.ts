@@ -1,6 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import type { Batch, Learner, PlainTensor } from '#libs/learner';
-import type { ClaimedTask } from '#libs/master-client';
+import type { Learner } from '#libs/learner';
 import {
   StaleGradientError,
   type PulledParams,
@@ -9,9 +8,9 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { oneShardStatus } from '../../../test/support/shard-status.js';
+import { ONE_EXAMPLE, ScalarLearner, claimedTask, minibatchesOf } from '../../../test/support/training-loop-fakes.js';
 import { elasticExchange } from './elastic-averaging.js';
 import { learnerOptions } from './learner-options.js';
-import { MinibatchReader } from './minibatch-reader.js';
 import { TrainingLoop, type ParameterService, type TrainingLoopOptions } from './training-loop.js';
 
 /*
@@ -19,39 +18,8 @@ import { TrainingLoop, type ParameterService, type TrainingLoopOptions } from '.
  * stale refusal costs, and how local rounds and elastic averaging go.
  */
 
-const BATCH: Batch = { features: new Float32Array([1, 2]), labels: new Int32Array([0]), size: 1 };
+const BATCH = ONE_EXAMPLE;
 const never = new AbortController().signal;
-
-/** A one-parameter learner: `train` takes a step of -1 (the gradient is 1); deltas are measured. */
-class ScalarLearner implements Learner {
-  x = 0;
-  private start = 0;
-  readonly calls: string[] = [];
-  async initialize(): Promise<void> {}
-  async getParams(): Promise<PlainTensor[]> {
-    return [{ name: 'w', dtype: 'float32', shape: [1], data: Float32Array.of(this.x) }];
-  }
-  setParams(params: PlainTensor[]): void {
-    this.x = params[0]!.data[0]!;
-    this.start = this.x;
-    this.calls.push(`set ${this.x}`);
-  }
-  async train(): Promise<{ loss: number; samples: number }> {
-    this.x -= 1;
-    this.calls.push('train');
-    return { loss: 0, samples: 1 };
-  }
-  async getUpdate(): Promise<PlainTensor[]> {
-    this.calls.push('update');
-    const delta = this.x - this.start;
-    this.start = this.x;
-    return [{ name: 'w', dtype: 'float32', shape: [1], data: Float32Array.of(delta) }];
-  }
-  async evaluate() {
-    return { lossSum: 0, correct: 0, samples: 0 };
-  }
-  shutdown(): void {}
-}
 
 /**
  * One shard at `version` whose parameter is the version itself. A push for the version steps it
@@ -145,22 +113,6 @@ function loopOf(learner: Learner, ps: ParameterService, options: Partial<Trainin
   });
 }
 
-function task(): ClaimedTask {
-  return { jobId: 'j', epoch: 0, taskId: 0, dispatchId: 'd', chunks: [], deadlineMs: 0, leaseMs: 0 };
-}
-
-function readerOf(batches: number): MinibatchReader {
-  const reader = new MinibatchReader({
-    batchSize: 1,
-    layout: { featureShape: [2], featureDtype: 'float32', scale: 1, labelDtype: 'int32' },
-    readChunk: async () => ({ records: [] }),
-  });
-  reader.batches = async function* () {
-    for (let i = 0; i < batches; i++) yield BATCH;
-  };
-  return reader;
-}
-
 describe('training modes on a trainer', () => {
   it('sync with backupTrainers - a late gradient is dropped, the minibatch counts as done, the next one uses fresh parameters', async () => {
     const learner = new ScalarLearner();
@@ -206,7 +158,7 @@ describe('training modes on a trainer', () => {
     const ps = new ScriptedPserver();
     const counted: number[] = [];
     const loop = loopOf(learner, ps, { mode: 'local', localSteps: 3, localSync: true }, counted);
-    const outcome = await loop.runTask(task(), readerOf(7), { stop: never, preempt: never });
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(7), { stop: never, preempt: never });
     expect(outcome).toEqual({ kind: 'done', samples: 7 });
     expect(ps.pushes).toEqual([
       { version: 3, samples: 3, value: -3 },
@@ -223,7 +175,7 @@ describe('training modes on a trainer', () => {
     const ps = new ScriptedPserver();
     ps.staleRefusals = 1;
     const loop = loopOf(learner, ps, { mode: 'local', localSteps: 2, localSync: true });
-    const outcome = await loop.runTask(task(), readerOf(4), { stop: never, preempt: never });
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(4), { stop: never, preempt: never });
     expect(outcome).toEqual({ kind: 'done', samples: 4 });
     expect(ps.pushes.map((p) => p.version)).toEqual([3, 4]);
     expect(learner.calls.filter((c) => c === 'train')).toHaveLength(4);
@@ -257,7 +209,7 @@ describe('training modes on a trainer', () => {
       localSteps: 5,
       onMinibatch: () => preempt.abort(),
     });
-    const outcome = await loop.runTask(task(), readerOf(4), { stop: never, preempt: preempt.signal });
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(4), { stop: never, preempt: preempt.signal });
     expect(outcome).toEqual({ kind: 'returned', samples: 1 });
     expect(ps.pushes).toEqual([{ version: 3, samples: 1, value: -1 }]);
   });
