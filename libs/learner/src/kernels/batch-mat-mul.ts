@@ -35,6 +35,7 @@ function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInf
   if ([m, k, n, batchA, batchB].some((d) => d === 0)) return undefined;
   const outer = broadcast_util.assertAndGetBroadcastShape(outerA, outerB);
   const out = backend.makeOutput([...outer, m, n], 'float32');
+  // Transposed copies, then the list of a pair of rows' nonzero positions (k int32s).
   const scratchFloats = (transposeA ? m * k : 0) + (transposeB ? k * n : 0);
   const product = (scratch: number): void => {
     simd.batchMatMul(
@@ -42,6 +43,7 @@ function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInf
       heapAddress(backend, b),
       heapAddress(backend, out),
       scratch,
+      scratch + scratchFloats * 4,
       batchA,
       batchB,
       m,
@@ -51,8 +53,7 @@ function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInf
       transposeB ? 1 : 0,
     );
   };
-  if (scratchFloats === 0) product(0);
-  else withScratch(backend, scratchFloats * 4, product);
+  withScratch(backend, (scratchFloats + k) * 4, product);
   return out;
 }
 

@@ -7,6 +7,13 @@
 ;; serves all cases: C[m, n] = sum over k of A[m, k] * B[k, n], broadcasting A[m, k] over a row
 ;; of B. Rows of C go in pairs, 16 columns at a time in eight registers; the columns left over
 ;; and an odd last row are accumulated 16, 8 or 4 columns at a time, then one by one.
+;;
+;; A layer's input is often mostly zeros (the background of an image, the units a relu turned
+;; off), and a zero of A adds nothing. So for each pair of rows the positions k where either row
+;; is not zero are listed first (in `list`, k entries of scratch), and when they are fewer than
+;; seven eighths of k the 16-column blocks of the pair go over the listed positions only. The
+;; sums keep their order; only terms 0 * B[k, n] are left out (which differs only where B holds
+;; an infinity or NaN, where the dense sum would be NaN).
 (module
   (import "env" "memory" (memory 0))
 
@@ -114,6 +121,79 @@
     (v128.store offset=32 (local.get $cp) (local.get $a6))
     (v128.store offset=48 (local.get $cp) (local.get $a7)))
 
+  ;; The same over the positions listed at `list` (`count` of them, at least 1, each the byte
+  ;; offset of a position k in a row of A); `bp` is column 0 of the block in B's row 0.
+  (func $rows2columns16listed (param $ap i32) (param $bp i32) (param $cp i32) (param $list i32) (param $count i32)
+    (param $bRowBytes i32) (param $aRowBytes i32) (param $cRowBytes i32)
+    (local $ap1 i32) (local $end i32) (local $off i32) (local $row i32) (local $s0 v128) (local $s1 v128)
+    (local $b0 v128) (local $b1 v128) (local $b2 v128) (local $b3 v128) (local $a0 v128) (local $a1 v128)
+    (local $a2 v128) (local $a3 v128) (local $a4 v128) (local $a5 v128) (local $a6 v128) (local $a7 v128)
+    (local.set $ap1 (i32.add (local.get $ap) (local.get $aRowBytes)))
+    (local.set $end (i32.add (local.get $list) (i32.shl (local.get $count) (i32.const 2))))
+    (loop $inner
+      (local.set $off (i32.load (local.get $list)))
+      (local.set $row
+        (i32.add (local.get $bp) (i32.mul (i32.shr_u (local.get $off) (i32.const 2)) (local.get $bRowBytes))))
+      (local.set $s0 (v128.load32_splat (i32.add (local.get $ap) (local.get $off))))
+      (local.set $s1 (v128.load32_splat (i32.add (local.get $ap1) (local.get $off))))
+      (local.set $b0 (v128.load (local.get $row)))
+      (local.set $b1 (v128.load offset=16 (local.get $row)))
+      (local.set $b2 (v128.load offset=32 (local.get $row)))
+      (local.set $b3 (v128.load offset=48 (local.get $row)))
+      (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (local.get $s0) (local.get $b0))))
+      (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $s0) (local.get $b1))))
+      (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (local.get $s0) (local.get $b2))))
+      (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (local.get $s0) (local.get $b3))))
+      (local.set $a4 (f32x4.add (local.get $a4) (f32x4.mul (local.get $s1) (local.get $b0))))
+      (local.set $a5 (f32x4.add (local.get $a5) (f32x4.mul (local.get $s1) (local.get $b1))))
+      (local.set $a6 (f32x4.add (local.get $a6) (f32x4.mul (local.get $s1) (local.get $b2))))
+      (local.set $a7 (f32x4.add (local.get $a7) (f32x4.mul (local.get $s1) (local.get $b3))))
+      (br_if $inner (i32.lt_u (local.tee $list (i32.add (local.get $list) (i32.const 4))) (local.get $end))))
+    (v128.store (local.get $cp) (local.get $a0))
+    (v128.store offset=16 (local.get $cp) (local.get $a1))
+    (v128.store offset=32 (local.get $cp) (local.get $a2))
+    (v128.store offset=48 (local.get $cp) (local.get $a3))
+    (local.set $cp (i32.add (local.get $cp) (local.get $cRowBytes)))
+    (v128.store (local.get $cp) (local.get $a4))
+    (v128.store offset=16 (local.get $cp) (local.get $a5))
+    (v128.store offset=32 (local.get $cp) (local.get $a6))
+    (v128.store offset=48 (local.get $cp) (local.get $a7)))
+
+  ;; Two rows of 16 zeros at `cp` and `cRowBytes` further (a pair of rows of A that is all zero).
+  (func $zero16 (param $cp i32) (param $cRowBytes i32)
+    (v128.store (local.get $cp) (v128.const i32x4 0 0 0 0))
+    (v128.store offset=16 (local.get $cp) (v128.const i32x4 0 0 0 0))
+    (v128.store offset=32 (local.get $cp) (v128.const i32x4 0 0 0 0))
+    (v128.store offset=48 (local.get $cp) (v128.const i32x4 0 0 0 0))
+    (local.set $cp (i32.add (local.get $cp) (local.get $cRowBytes)))
+    (v128.store (local.get $cp) (v128.const i32x4 0 0 0 0))
+    (v128.store offset=16 (local.get $cp) (v128.const i32x4 0 0 0 0))
+    (v128.store offset=32 (local.get $cp) (v128.const i32x4 0 0 0 0))
+    (v128.store offset=48 (local.get $cp) (v128.const i32x4 0 0 0 0)))
+
+  ;; Lists at `list` the byte offsets of the positions (0 to k - 1) where row `ap` or the row
+  ;; `aRowBytes` further is not zero (either sign), in order, and returns how many there are.
+  (func $nonzeroPositions (param $ap i32) (param $aRowBytes i32) (param $k i32) (param $list i32) (result i32)
+    (local $ap1 i32) (local $off i32) (local $end i32) (local $at i32)
+    (local.set $ap1 (i32.add (local.get $ap) (local.get $aRowBytes)))
+    (local.set $end (i32.shl (local.get $k) (i32.const 2)))
+    (local.set $at (local.get $list))
+    (loop $scan
+      ;; Written every time, kept only when counted: no branch on the data.
+      (i32.store (local.get $at) (local.get $off))
+      (local.set $at
+        (i32.add (local.get $at)
+          (i32.shl
+            (i32.ne
+              (i32.and
+                (i32.or (i32.load (i32.add (local.get $ap) (local.get $off)))
+                  (i32.load (i32.add (local.get $ap1) (local.get $off))))
+                (i32.const 0x7fffffff))
+              (i32.const 0))
+            (i32.const 2))))
+      (br_if $scan (i32.lt_u (local.tee $off (i32.add (local.get $off) (i32.const 4))) (local.get $end))))
+    (i32.shr_u (i32.sub (local.get $at) (local.get $list)) (i32.const 2)))
+
   ;; Row `ap` of A times columns `col` to n of B [k, n], into the row of C at `cp`.
   (func $rowFrom (param $ap i32) (param $b i32) (param $cp i32) (param $k i32) (param $n i32) (param $col i32)
     (local $bRowBytes i32)
@@ -144,9 +224,12 @@
         (br $by1))))
 
   ;; C [m, n] = A [m, k] x B [k, n], all row-major; m, k and n at least 1. Rows go in pairs
-  ;; through 16-column blocks, then one at a time through the columns left and an odd last row.
+  ;; through 16-column blocks (over the positions listed at `list` where the pair has few enough
+  ;; nonzeros), then one at a time through the columns left and an odd last row.
   (func $product (param $a i32) (param $b i32) (param $c i32) (param $m i32) (param $k i32) (param $n i32)
+    (param $list i32)
     (local $row i32) (local $col i32) (local $ap i32) (local $cp i32) (local $bRowBytes i32) (local $aRowBytes i32)
+    (local $count i32) (local $listed i32)
     (local.set $bRowBytes (i32.shl (local.get $n) (i32.const 2)))
     (local.set $aRowBytes (i32.shl (local.get $k) (i32.const 2)))
     (local.set $ap (local.get $a))
@@ -156,12 +239,31 @@
       (loop $pairs
         (br_if $pairsDone (i32.gt_s (i32.add (local.get $row) (i32.const 2)) (local.get $m)))
         (local.set $col (i32.const 0))
+        (local.set $listed (i32.const 0))
+        (if (i32.ge_s (local.get $n) (i32.const 16))
+          (then
+            (local.set $count
+              (call $nonzeroPositions (local.get $ap) (local.get $aRowBytes) (local.get $k) (local.get $list)))
+            (local.set $listed
+              (i32.lt_s (i32.shl (local.get $count) (i32.const 3)) (i32.mul (local.get $k) (i32.const 7))))))
         (block $done16
           (loop $by16
             (br_if $done16 (i32.gt_s (i32.add (local.get $col) (i32.const 16)) (local.get $n)))
-            (call $rows2columns16 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
-              (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes)
-              (local.get $aRowBytes) (local.get $bRowBytes))
+            (if (local.get $listed)
+              (then
+                (if (local.get $count)
+                  (then
+                    (call $rows2columns16listed (local.get $ap)
+                      (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+                      (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $list)
+                      (local.get $count) (local.get $bRowBytes) (local.get $aRowBytes) (local.get $bRowBytes)))
+                  (else
+                    (call $zero16 (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2)))
+                      (local.get $bRowBytes)))))
+              (else
+                (call $rows2columns16 (local.get $ap) (i32.add (local.get $b) (i32.shl (local.get $col) (i32.const 2)))
+                  (i32.add (local.get $cp) (i32.shl (local.get $col) (i32.const 2))) (local.get $k) (local.get $bRowBytes)
+                  (local.get $aRowBytes) (local.get $bRowBytes))))
             (local.set $col (i32.add (local.get $col) (i32.const 16)))
             (br $by16)))
         (call $rowFrom (local.get $ap) (local.get $b) (local.get $cp) (local.get $k) (local.get $n) (local.get $col))
@@ -177,9 +279,9 @@
   ;; a holds batchA matrices, [m, k] or (transposeA) [k, m]; b holds batchB matrices, [k, n] or
   ;; (transposeB) [n, k]; out receives max(batchA, batchB) matrices [m, n]. A batch of 1 is
   ;; broadcast. `scratch` holds m * k floats when transposeA and then k * n floats when
-  ;; transposeB. All sizes at least 1.
+  ;; transposeB; `list` holds k int32s. All sizes at least 1.
   (func (export "batch_mat_mul")
-    (param $a i32) (param $b i32) (param $out i32) (param $scratch i32)
+    (param $a i32) (param $b i32) (param $out i32) (param $scratch i32) (param $list i32)
     (param $batchA i32) (param $batchB i32) (param $m i32) (param $k i32) (param $n i32)
     (param $transposeA i32) (param $transposeB i32)
     (local $i i32) (local $batch i32) (local $aBytes i32) (local $bBytes i32) (local $outBytes i32)
@@ -210,5 +312,5 @@
       (if (local.get $transposeB) (then (local.set $pb (local.get $scratchB))))
       (call $product (local.get $pa) (local.get $pb)
         (i32.add (local.get $out) (i32.mul (local.get $i) (local.get $outBytes)))
-        (local.get $m) (local.get $k) (local.get $n))
+        (local.get $m) (local.get $k) (local.get $n) (local.get $list))
       (br_if $matrices (i32.lt_s (local.tee $i (i32.add (local.get $i) (i32.const 1))) (local.get $batch))))))
