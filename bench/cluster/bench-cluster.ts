@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kvm } from '@nats-io/kv';
+import { decodeBatch, type Batch, type RecordLayout } from '#libs/learner';
 import { LocalCluster, freePort } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
 import {
@@ -18,6 +19,7 @@ import {
   type MemberStatus,
   type NatsConnection,
 } from '#libs/messaging';
+import { expandPatterns, scanRecords } from '#libs/recordio';
 import { sleep } from '#libs/retry';
 
 /** Repository root (this file runs as `dist/bench/cluster/bench-cluster.js`). */
@@ -80,6 +82,34 @@ export async function startBenchCluster(
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The first `count` minibatches of `batchSize` examples of the converted Fashion-MNIST training
+ * records, in file order, decoded as the example job's layout (784 features scaled to [0, 1]).
+ */
+export async function exampleMinibatches(count: number, batchSize: number): Promise<Batch[]> {
+  const layout: RecordLayout = {
+    featureShape: [784],
+    featureDtype: 'uint8',
+    scale: 1 / 255,
+    labelDtype: 'int32',
+    numClasses: 10,
+  };
+  const records: Uint8Array[] = [];
+  for (const file of await expandPatterns([join(FASHION_DIR, 'train-*.recordio')])) {
+    for await (const record of scanRecords(file)) {
+      records.push(record);
+      if (records.length === count * batchSize) break;
+    }
+    if (records.length === count * batchSize) break;
+  }
+  if (records.length < count * batchSize) {
+    throw new Error(`${FASHION_DIR} holds ${records.length} training records, fewer than ${count * batchSize}`);
+  }
+  return Array.from({ length: count }, (_, i) =>
+    decodeBatch(records.slice(i * batchSize, (i + 1) * batchSize), layout),
+  );
 }
 
 /**

@@ -70,22 +70,25 @@ export function randomBatch(size: number, perExample: number): Batch {
 /**
  * Samples per second of `train` + `getUpdate` (after a `setParams`, as one synchronous step
  * without the network) on the current backend, timed for `seconds` after a warm-up. `prepare`
- * sees the learner once it is initialised, before the first step.
+ * sees the learner once it is initialised, before the first step. The steps go round `batches`
+ * (of the workload's batch size), or repeat one batch of random features.
  */
 export async function measure(
   workload: Workload,
   seconds: number,
   prepare?: (learner: TfjsLearner) => void,
+  batches?: readonly Batch[],
 ): Promise<{ samplesPerSecond: number; msPerStep: number; steps: number }> {
   const learner = new TfjsLearner();
   await learner.initialize(workload.spec);
   prepare?.(learner);
   const params = await learner.getParams();
   const perExample = workload.spec.layout.featureShape.reduce((a, b) => a * b, 1);
-  const batch = randomBatch(workload.batchSize, perExample);
+  const pool = batches ?? [randomBatch(workload.batchSize, perExample)];
+  let next = 0;
   const step = async (): Promise<void> => {
     learner.setParams(params);
-    await learner.train(batch);
+    await learner.train(pool[next++ % pool.length]!);
     await learner.getUpdate();
   };
   for (let i = 0; i < WARMUP_STEPS; i++) await step();
