@@ -70,3 +70,50 @@ function batchMatMulSimd({ inputs, backend, attrs }: BatchMatMulArgs): TensorInf
 export function batchMatMulConfig(own: KernelConfig): KernelConfig {
   return frontOf(own, batchMatMulSimd);
 }
+
+interface FusedMatMulArgs {
+  inputs: { a: TensorInfo; b: TensorInfo; bias?: TensorInfo; preluActivationWeights?: TensorInfo };
+  backend: WasmHeapBackend;
+  attrs: { transposeA: boolean; transposeB: boolean; activation: string; leakyreluAlpha?: number };
+}
+
+/**
+ * A dense layer's product with its bias and relu (or no activation) by our SIMD kernel, or
+ * undefined where it does not apply: other activations, and a bias that is not one value per
+ * output column (which the backend refuses too).
+ */
+function fusedMatMulSimd({ inputs, backend, attrs }: FusedMatMulArgs): TensorInfo | undefined {
+  const { a, b, bias, preluActivationWeights } = inputs;
+  const { transposeA, transposeB, activation } = attrs;
+  if (preluActivationWeights !== undefined || (activation !== 'linear' && activation !== 'relu')) return undefined;
+  const n = b.shape[transposeB ? b.shape.length - 2 : b.shape.length - 1]!;
+  if (bias !== undefined && (bias.dtype !== 'float32' || bias.shape.length !== 1 || bias.shape[0] !== n)) {
+    return undefined;
+  }
+  const out = batchMatMulSimd({ inputs: { a, b }, backend, attrs: { transposeA, transposeB } });
+  if (out === undefined || (bias === undefined && activation === 'linear')) return out;
+  // Views taken after the product, whose output may have grown the heap.
+  const values = backend.typedArrayFromHeap(out) as Float32Array;
+  const offsets = bias === undefined ? undefined : (backend.typedArrayFromHeap(bias) as Float32Array);
+  const relu = activation === 'relu';
+  for (let row = 0; row < values.length; row += n) {
+    for (let col = 0; col < n; col++) {
+      let v = values[row + col]!;
+      if (offsets !== undefined) v += offsets[col]!;
+      // NaN stays NaN, as the backend's relu leaves it.
+      values[row + col] = relu && v < 0 ? 0 : v;
+    }
+  }
+  return out;
+}
+
+/**
+ * `_FusedMatMul` (a dense layer's product, bias and activation in one, as TF.js runs a layer
+ * outside training) for the wasm backend, standing in front of `own`: on the SIMD path, the
+ * float32 products with a bias per column and relu or no activation come from our SIMD128
+ * kernel, which leaves out the zeros of the layer's input (the backend's XNNPACK computes them
+ * all); everything else goes to `own`.
+ */
+export function fusedMatMulConfig(own: KernelConfig): KernelConfig {
+  return frontOf(own, fusedMatMulSimd);
+}

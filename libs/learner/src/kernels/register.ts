@@ -1,4 +1,5 @@
 import {
+  _FusedMatMul,
   Add,
   BatchMatMul,
   Conv2DBackpropInput,
@@ -10,7 +11,7 @@ import {
   type GradConfig,
   type KernelConfig,
 } from '@tensorflow/tfjs';
-import { batchMatMulConfig } from './batch-mat-mul.js';
+import { batchMatMulConfig, fusedMatMulConfig } from './batch-mat-mul.js';
 import { addConfig, sumConfig } from './channel-bias.js';
 import { conv2dBackpropFilterConfig } from './conv2d-backprop-filter.js';
 import { conv2dBackpropInputConfig } from './conv2d-backprop-input.js';
@@ -48,6 +49,7 @@ export interface FrontedKernel {
 export const WASM_FRONTED_KERNELS: readonly FrontedKernel[] = [
   { kernelName: Conv2DBackpropInput, inFrontOf: conv2dBackpropInputConfig },
   { kernelName: BatchMatMul, inFrontOf: batchMatMulConfig },
+  { kernelName: _FusedMatMul, inFrontOf: fusedMatMulConfig },
   { kernelName: Add, inFrontOf: addConfig },
   { kernelName: Sum, inFrontOf: sumConfig },
 ];

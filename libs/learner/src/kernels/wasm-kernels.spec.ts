@@ -347,6 +347,54 @@ describe('wasm kernels', () => {
     );
   });
 
+  it('wasm kernels - a fused dense product (bias, relu) agrees on the SIMD, backend and cpu paths', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          m: fc.integer({ min: 1, max: 37 }),
+          k: fc.integer({ min: 1, max: 21 }),
+          n: fc.integer({ min: 1, max: 37 }),
+          zeros: fc.constantFrom(0, 0.5, 1),
+          transposeA: fc.boolean(),
+          transposeB: fc.boolean(),
+          // A bias per column or none (the backend takes no other); elu is the backend's alone.
+          bias: fc.constantFrom('column', 'none'),
+          activation: fc.constantFrom('linear', 'relu', 'elu'),
+          seed: fc.integer(),
+        }),
+        async (c) => {
+          const aShape = c.transposeA ? [c.k, c.m] : [c.m, c.k];
+          const bShape = c.transposeB ? [c.n, c.k] : [c.k, c.n];
+          const a = randomValues(c.seed, c.m * c.k);
+          const mask = randomValues(c.seed ^ 0x2545f491, a.length);
+          a.forEach((_, i) => {
+            if ((mask[i]! + 1) / 2 < c.zeros) a[i] = 0;
+          });
+          const b = randomValues(c.seed ^ 0x5bd1e995, c.k * c.n);
+          const bias = randomValues(c.seed ^ 0x68e31da4, c.n);
+          const run = (): tf.Tensor =>
+            tf.fused.matMul({
+              a: tf.tensor(a, aShape),
+              b: tf.tensor(b, bShape),
+              transposeA: c.transposeA,
+              transposeB: c.transposeB,
+              bias: c.bias === 'none' ? undefined : tf.tensor(bias, [c.n]),
+              activation: c.activation as 'linear' | 'relu' | 'elu',
+            });
+          const simd = await onWasm('wasm-simd', run);
+          const cpu = await onBackend('cpu', run);
+          // The backend's own kernel adds the bias wrongly when an operand is transposed (A =
+          // [0.3, -0.7] transposed times B = [0.9, -0.4] plus [0.05, -0.08] gave -0.71 where
+          // -0.58 is right): it is held to the cpu backend only elsewhere, ours everywhere.
+          const backendRight = c.bias === 'none' || (!c.transposeA && !c.transposeB);
+          if (c.activation !== 'elu' || backendRight) expectClose(simd, cpu);
+          if (backendRight) expectClose(await onWasm('js', run), cpu);
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+
   /**
    * Runs `run` on the SIMD path (counting the calls of our kernel `kernel`), on the plain path
    * (the backend's own kernel) and on the cpu backend; expects the three results to have one
