@@ -45,6 +45,19 @@ function expectClose(actual: Float32Array, expected: Float32Array): void {
   }
 }
 
+/**
+ * `n` values as {@link randomValues} gives them, about `share` of them (0 to 1) zeros of either
+ * sign (both are left out of our products' sums).
+ */
+function randomWithZeros(seed: number, n: number, share: number): Float32Array {
+  const values = randomValues(seed, n);
+  const draw = randomValues(seed ^ 0x2545f491, n);
+  values.forEach((_, i) => {
+    if ((draw[i]! + 1) / 2 < share) values[i] = i % 2 === 0 ? 0 : -0;
+  });
+  return values;
+}
+
 /** Runs `f` on a backend with fresh tensors and returns the result's values. */
 async function onBackend(name: string, f: () => tf.Tensor): Promise<Float32Array> {
   await tf.setBackend(name);
@@ -325,12 +338,7 @@ describe('wasm kernels', () => {
         async (c) => {
           const aShape = [...c.outerA, ...(c.transposeA ? [c.k, c.m] : [c.m, c.k])];
           const bShape = [...c.outerB, ...(c.transposeB ? [c.n, c.k] : [c.k, c.n])];
-          const a = randomValues(c.seed, size(aShape));
-          const mask = randomValues(c.seed ^ 0x2545f491, a.length);
-          // Zeros of either sign: both are left out of the sums.
-          a.forEach((_, i) => {
-            if ((mask[i]! + 1) / 2 < c.zeros) a[i] = i % 2 === 0 ? 0 : -0;
-          });
+          const a = randomWithZeros(c.seed, size(aShape), c.zeros);
           const b = randomValues(c.seed ^ 0x5bd1e995, size(bShape));
           const run = (): tf.Tensor =>
             tf
@@ -365,11 +373,7 @@ describe('wasm kernels', () => {
         async (c) => {
           const aShape = c.transposeA ? [c.k, c.m] : [c.m, c.k];
           const bShape = c.transposeB ? [c.n, c.k] : [c.k, c.n];
-          const a = randomValues(c.seed, c.m * c.k);
-          const mask = randomValues(c.seed ^ 0x2545f491, a.length);
-          a.forEach((_, i) => {
-            if ((mask[i]! + 1) / 2 < c.zeros) a[i] = 0;
-          });
+          const a = randomWithZeros(c.seed, c.m * c.k, c.zeros);
           const b = randomValues(c.seed ^ 0x5bd1e995, c.k * c.n);
           const bias = randomValues(c.seed ^ 0x68e31da4, c.n);
           const run = (): tf.Tensor =>
