@@ -84,31 +84,38 @@ export async function startBenchCluster(
   };
 }
 
+/** The record layout of the example job: 784 uint8 pixels scaled to [0, 1], labels 0 to 9. */
+export const EXAMPLE_LAYOUT: RecordLayout = {
+  featureShape: [784],
+  featureDtype: 'uint8',
+  scale: 1 / 255,
+  labelDtype: 'int32',
+  numClasses: 10,
+};
+
+/** The records of the RecordIO files matching `pattern`, in file order, at most `limit` of them. */
+export async function readRecords(pattern: string, limit = Number.POSITIVE_INFINITY): Promise<Uint8Array[]> {
+  const records: Uint8Array[] = [];
+  for (const file of await expandPatterns([pattern])) {
+    for await (const record of scanRecords(file)) {
+      if (records.length === limit) return records;
+      records.push(record);
+    }
+  }
+  return records;
+}
+
 /**
  * The first `count` minibatches of `batchSize` examples of the converted Fashion-MNIST training
- * records, in file order, decoded as the example job's layout (784 features scaled to [0, 1]).
+ * records, in file order, decoded as {@link EXAMPLE_LAYOUT}.
  */
 export async function exampleMinibatches(count: number, batchSize: number): Promise<Batch[]> {
-  const layout: RecordLayout = {
-    featureShape: [784],
-    featureDtype: 'uint8',
-    scale: 1 / 255,
-    labelDtype: 'int32',
-    numClasses: 10,
-  };
-  const records: Uint8Array[] = [];
-  for (const file of await expandPatterns([join(FASHION_DIR, 'train-*.recordio')])) {
-    for await (const record of scanRecords(file)) {
-      records.push(record);
-      if (records.length === count * batchSize) break;
-    }
-    if (records.length === count * batchSize) break;
-  }
+  const records = await readRecords(join(FASHION_DIR, 'train-*.recordio'), count * batchSize);
   if (records.length < count * batchSize) {
     throw new Error(`${FASHION_DIR} holds ${records.length} training records, fewer than ${count * batchSize}`);
   }
   return Array.from({ length: count }, (_, i) =>
-    decodeBatch(records.slice(i * batchSize, (i + 1) * batchSize), layout),
+    decodeBatch(records.slice(i * batchSize, (i + 1) * batchSize), EXAMPLE_LAYOUT),
   );
 }
 

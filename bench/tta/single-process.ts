@@ -5,17 +5,9 @@
  * steps the 10,000 test images scored in batches of 1,000; it stops at the first score of 0.85.
  */
 import * as tf from '@tensorflow/tfjs';
-import { decodeBatch, selectBackend, type RecordLayout } from '#libs/learner';
-import { expandPatterns, scanRecords } from '#libs/recordio';
+import { decodeBatch, selectBackend } from '#libs/learner';
+import { EXAMPLE_LAYOUT, readRecords } from '../cluster/bench-cluster.js';
 
-/** What the loop shares with the example job. */
-const LAYOUT: RecordLayout = {
-  featureShape: [784],
-  featureDtype: 'uint8',
-  scale: 1 / 255,
-  labelDtype: 'int32',
-  numClasses: 10,
-};
 const BATCH_SIZE = 64;
 const EVALUATE_EVERY_STEPS = 100;
 /** Examples trained on between two evaluations. */
@@ -25,11 +17,7 @@ const EVALUATION_BATCH_SIZE = 1_000;
 const MAX_EPOCHS = 10;
 
 async function loadExamples(pattern: string): Promise<{ x: Float32Array; y: Int32Array; size: number }> {
-  const records: Uint8Array[] = [];
-  for (const file of await expandPatterns([pattern])) {
-    for await (const record of scanRecords(file)) records.push(record);
-  }
-  const batch = decodeBatch(records, LAYOUT);
+  const batch = decodeBatch(await readRecords(pattern), EXAMPLE_LAYOUT);
   return { x: batch.features, y: batch.labels as Int32Array, size: batch.size };
 }
 
