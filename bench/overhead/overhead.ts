@@ -44,7 +44,8 @@ export async function learnerAloneSamplesPerSecond(seconds: number): Promise<num
  * The example job as it is (`sync`: every step waits for the one it pushed to), then `async`
  * with its pushes overlapped (the next minibatch trains while the last update is on its way),
  * then `local` (four steps on the trainer's own copy per exchange: what the exchange costs when
- * it is not paid on every minibatch).
+ * it is not paid on every minibatch), plain and with overlapped rounds, and with 16 steps (one
+ * exchange per task of the example, whose tasks are 1,000 examples).
  */
 const RUNS = [
   { id: 'sync', name: 'overhead: 1 trainer + 1 pserver vs the learner alone', training: {} },
@@ -62,6 +63,11 @@ const RUNS = [
     id: 'local-overlapped',
     name: 'overhead: 1 trainer + 1 pserver, local with overlapped rounds, vs the learner alone',
     training: { mode: 'local', localSteps: 4, overlapRounds: true },
+  },
+  {
+    id: 'local-16',
+    name: 'overhead: 1 trainer + 1 pserver, local (16 steps per exchange), vs the learner alone',
+    training: { mode: 'local', localSteps: 16 },
   },
 ] as const;
 

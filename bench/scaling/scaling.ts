@@ -1,6 +1,7 @@
 /**
  * `scaling`: samples/s of 2 trainers against 1 trainer on the example MLP job (sync SGD, one
- * pserver, no evaluator), each measured over a steady window on a fresh local cluster. Beside it,
+ * pserver, no evaluator), each measured over a steady window on a fresh local cluster; then the
+ * same in `local` mode with 16 steps a round (one exchange per task). Beside it,
  * the machine's own ceiling: the learner alone in one process against two such processes at
  * once (cores that share caches or a physical core do not give two learners twice one's rate).
  */
@@ -24,14 +25,28 @@ const WINDOW_MS = 20_000;
 const WARM_UP_MS = 8_000;
 const TARGET_RATIO = 1.6;
 
-async function throughput(trainers: number, say: (line: string) => void): Promise<{ rate: number; phases: string }> {
+/** The runs compared: the example as it is, then `local` with one exchange per task. */
+const RUNS = [
+  { id: 'sync', label: '', training: {} },
+  { id: 'local-16', label: ', local with 16 steps a round', training: { mode: 'local', localSteps: 16 } },
+] as const;
+
+async function throughput(
+  trainers: number,
+  run: (typeof RUNS)[number],
+  say: (line: string) => void,
+): Promise<{ rate: number; phases: string }> {
   const out = mkdtempSync(join(tmpdir(), 'tributary-bench-out-'));
   const cluster = await startBenchCluster({ trainers, pservers: 1, evaluators: 0 }, say);
   try {
-    await submit(
-      cluster.nc,
-      exampleJob(`bench-scaling-${trainers}`, out, { pservers: { count: 1 }, stop: { maxSeconds: 600 } }),
-    );
+    const example = exampleJob(`bench-scaling-${run.id}-${trainers}`, out, {
+      pservers: { count: 1 },
+      stop: { maxSeconds: 600 },
+    });
+    await submit(cluster.nc, {
+      ...example,
+      training: { ...(example['training'] as Record<string, unknown>), ...run.training },
+    });
     const steady = await steadyThroughput(cluster.nc, { trainers, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
     return { rate: steady.samplesPerSecond, phases: formatPhases(steady.trainerPhases) };
   } finally {
@@ -60,20 +75,25 @@ export async function runScalingBench(say: (line: string) => void): Promise<Benc
   const alone = await learnersAtOnce(1);
   const pair = await learnersAtOnce(2);
   say(`the learner alone: ${Math.round(alone)} samples/s; two at once: ${Math.round(pair)} samples/s`);
-  const one = await throughput(1, say);
-  say(`1 trainer: ${Math.round(one.rate)} samples/s`);
-  const two = await throughput(2, say);
-  say(`2 trainers: ${Math.round(two.rate)} samples/s`);
-  return [
-    benchResult({
-      name: `scaling: 2 trainers vs 1 (${availableParallelism()} cores)`,
-      figure: round(two.rate),
-      unit: 'samples/s',
-      baseline: round(one.rate),
-      target: TARGET_RATIO,
-      detail:
-        `this machine's ceiling: two learners alone at once ${Math.round(pair)} vs one ${Math.round(alone)} samples/s ` +
-        `= ${(pair / alone).toFixed(2)}x; 1 trainer ms/step: ${one.phases}; 2 trainers ms/step: ${two.phases}`,
-    }),
-  ];
+  const ceiling =
+    `this machine's ceiling: two learners alone at once ${Math.round(pair)} vs one ${Math.round(alone)} samples/s ` +
+    `= ${(pair / alone).toFixed(2)}x`;
+  const results: BenchResult[] = [];
+  for (const run of RUNS) {
+    const one = await throughput(1, run, say);
+    say(`1 trainer${run.label}: ${Math.round(one.rate)} samples/s`);
+    const two = await throughput(2, run, say);
+    say(`2 trainers${run.label}: ${Math.round(two.rate)} samples/s`);
+    results.push(
+      benchResult({
+        name: `scaling: 2 trainers vs 1${run.label} (${availableParallelism()} cores)`,
+        figure: round(two.rate),
+        unit: 'samples/s',
+        baseline: round(one.rate),
+        target: TARGET_RATIO,
+        detail: `${ceiling}; 1 trainer ms/step: ${one.phases}; 2 trainers ms/step: ${two.phases}`,
+      }),
+    );
+  }
+  return results;
 }

@@ -2,10 +2,11 @@
  * `tta`: time to 0.85 test accuracy of the example MLP job on a local cluster of 2 trainers and
  * 2 pservers (with master and evaluator, everything as `npm run demo` runs it) against the
  * single-process loop of `single-process.ts`, both on this machine in this run; then the same
- * job in `async` and in `local` mode, plain and with overlapped rounds. The cluster's
+ * job in `async` and in `local` mode (4 steps a round, plain and with overlapped rounds, and 16
+ * steps). The cluster's
  * time is the job's own wall time in its summary (from its start to the evaluator's stop), the
  * loop's from its first step; neither counts start-up or loading. Each cluster job is evaluated
- * every as many examples as the loop (6,400: 100 steps of 64), rounded to whole versions. Each
+ * every as many examples as the loop (6,400: 100 steps of 64), rounded down to whole versions. Each
  * is run {@link RUNS_EACH} times and its median taken: how many examples a run needs to reach the
  * accuracy varies from run to run (89,600 to 166,400 here), and so does its time.
  */
@@ -22,19 +23,35 @@ const TARGET_ACCURACY = 0.85;
 const TARGET_RATIO = 0.8;
 const JOB_TIMEOUT_MS = 600_000;
 /** Runs of the single process and of each cluster job; the figures are their medians. */
-const RUNS_EACH = 3;
+const RUNS_EACH = 5;
 
 /** Trainers of the cluster, each with a minibatch of the example's 64 examples per step. */
 const TRAINERS = 2;
 const BATCH_SIZE = 64;
 
 /**
+ * Examples in one task of the example job: its chunks hold 1,000 records, one chunk per task. A
+ * `local` round ends early with its task, so a trainer's rounds split each task evenly.
+ */
+const TASK_EXAMPLES = 1_000;
+
+/** Examples one model version stands for in `local` mode: one round of each trainer. */
+function localVersionExamples(localSteps: number): number {
+  const roundsPerTask = Math.ceil(TASK_EXAMPLES / (localSteps * BATCH_SIZE));
+  return (TRAINERS * TASK_EXAMPLES) / roundsPerTask;
+}
+
+/**
  * The example job as it is (`sync`), then `async` (as it comes: on 2 trainers and 2 cores,
  * overlapping pushes was slower and took more examples to the target), then
  * `local` (each trainer takes four Adam steps on its own copy per push), the mode meant for when
- * the network, not the learner, is the limit, and `local` with `overlapRounds` (each trainer
- * trains its next round while the last one's delta is averaged). `examplesPerVersion`: what one model version
- * stands for, so that each run is evaluated as often as the single process, in examples.
+ * the network, not the learner, is the limit, `local` with `overlapRounds` (each trainer
+ * trains its next round while the last one's delta is averaged), and `local` with 16 steps, which
+ * here is one round per task: the examples a run needs hardly change with the steps per round
+ * (2 trainers simulated in one process, 4 seeds: medians 102,400 examples at 2 steps, about
+ * 106,000 at 4, 109,568 at 8 and 110,592 at 16), while the exchange is paid four times less
+ * often. `examplesPerVersion`: what one model version stands for, so that each run is evaluated
+ * at least as often as the single process, in examples.
  */
 const RUNS = [
   { id: 'example', label: 'the example, sync', training: {}, examplesPerVersion: TRAINERS * BATCH_SIZE },
@@ -43,13 +60,19 @@ const RUNS = [
     id: 'local',
     label: 'local, 4 steps',
     training: { mode: 'local', localSteps: 4 },
-    examplesPerVersion: TRAINERS * 4 * BATCH_SIZE,
+    examplesPerVersion: localVersionExamples(4),
   },
   {
     id: 'local-overlapped',
     label: 'local, 4 steps, overlapped rounds',
     training: { mode: 'local', localSteps: 4, overlapRounds: true },
-    examplesPerVersion: TRAINERS * 4 * BATCH_SIZE,
+    examplesPerVersion: localVersionExamples(4),
+  },
+  {
+    id: 'local-16',
+    label: 'local, 16 steps (one round per task)',
+    training: { mode: 'local', localSteps: 16 },
+    examplesPerVersion: localVersionExamples(16),
   },
 ] as const;
 
@@ -73,8 +96,9 @@ export async function runTtaBench(say: (line: string) => void): Promise<BenchRes
     const results: BenchResult[] = [];
     for (const run of RUNS) {
       // The example evaluates every 100 versions; here every version that many examples are
-      // behind, never more often than the single process.
-      const everySteps = Math.ceil(EVALUATE_EVERY_EXAMPLES / run.examplesPerVersion);
+      // behind, never less often than the single process (a run evaluated less often would
+      // spend less on evaluating).
+      const everySteps = Math.max(1, Math.floor(EVALUATE_EVERY_EXAMPLES / run.examplesPerVersion));
       const summaries: JobSummary[] = [];
       for (let r = 1; r <= RUNS_EACH; r++) {
         const id = `bench-tta-${run.id}-${r}`;
