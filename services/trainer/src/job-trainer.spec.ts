@@ -381,6 +381,35 @@ describe('job trainer (real NATS, real parameter servers)', () => {
     expect(states.at(-1)).toMatchObject({ state: 'idle', jobId: undefined });
   });
 
+  it('trainer - overlapped local rounds go on across tasks; each task is reported once its last round landed, in order', async () => {
+    const input = specInput('overlap', file, join(dir, 'out', 'overlap'));
+    const spec = validateJobSpec({
+      ...input,
+      training: { ...input.training, batchSize: 2, mode: 'local', localSteps: 2, overlapRounds: true },
+    });
+    await ensureTrainerConsumer(await jetstreamManager(nc), spec.id, SUBJECTS.tasks(spec.id));
+    const stop = new AbortController();
+    const run = makeJobTrainer('trainer-o', undefined, () => new TfjsLearner({ mode: 'delta' })).run(spec, {
+      stop: stop.signal,
+      preempt: new AbortController().signal,
+    });
+    try {
+      for (let t = 0; t < 3; t++) await master.dispatch('overlap', t, taskChunks(2 * t, 2));
+      const reports = await master.waitReports('overlap', 3);
+      expect(reports.map((r) => [r.taskId, r.outcome, r.samples])).toEqual([
+        [0, 'done', 6],
+        [1, 'done', 6],
+        [2, 'done', 6],
+      ]);
+      // Three minibatches of 2 per task: rounds of 2 and 1 steps, each one version on every
+      // shard. The last task's last round landed before it was reported.
+      expect((await pserverStatus('overlap')).map((s) => s.jobs[0]?.version)).toEqual([6, 6]);
+    } finally {
+      stop.abort();
+    }
+    await expect(run).resolves.toBe('stopped');
+  });
+
   it('trainer - a parameter server restarted mid-task is waited for; the task still ends done', async () => {
     const spec = await setUpJob('restart');
     const stop = new AbortController();

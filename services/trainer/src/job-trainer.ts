@@ -125,6 +125,8 @@ export class JobTrainer {
     const learner = this.deps.createLearner(spec);
     let pservers: PserverConnection | undefined;
     let membership: QuorumMembership | undefined;
+    let loop: TrainingLoop | undefined;
+    let threw = false;
     /** The next task, claimed while the one in hand ends. */
     let ahead: TaskAhead | undefined;
     /** The minibatches left of the task in hand, which says when to claim ahead. */
@@ -165,7 +167,7 @@ export class JobTrainer {
       const reporter = new ProgressReporter(jobId, this.deps);
       const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha, overlapPushes, overlapRounds } =
         spec.training;
-      const loop = new TrainingLoop(learner, ps, {
+      loop = new TrainingLoop(learner, ps, {
         mode,
         backupTrainers,
         maxStaleness,
@@ -204,6 +206,9 @@ export class JobTrainer {
         // as a Horovod worker out of data joins: the others' synchronous steps would otherwise
         // wait for a push it cannot make, at the end of every epoch for as long as the last
         // tasks train elsewhere. It joins again with its next task.
+        // Nor does the last task's round stay on its way (`overlapRounds`) while the trainer
+        // waits: the task is reported once it landed.
+        if (ahead?.holdsTask !== true && (await loop.landRounds(signals.stop)) === 'interrupted') continue;
         const steppedOut = quorum.isJoined && ahead?.holdsTask !== true;
         if (steppedOut) await quorum.leave();
         const early = await ahead?.take();
@@ -271,22 +276,30 @@ export class JobTrainer {
             onClaimed: (next) => reader.readAhead(next),
           });
         });
-        let outcome: TaskOutcome;
+        let outcome: TaskOutcome | undefined;
         try {
           outcome = await loop.runTask(task, reader, {
             stop: AbortSignal.any([signals.stop, lease.lost]),
             preempt: signals.preempt,
           });
+          // The last round of the task before, if still on its way, lands before this task's
+          // outcome is reported, so that task is reported first.
+          if (outcome.kind !== 'done') await loop.landRounds(signals.stop);
         } finally {
-          lease.end();
+          // A task whose last round is still on its way stays claimed until it landed.
+          const landing = outcome?.kind === 'done' ? outcome.landing : undefined;
+          if (landing === undefined) lease.end();
+          else void landing.then(() => lease.end());
           countdown = undefined;
         }
         // The reports go out in order: each waits for the one before it.
         const before = reporting;
         reporting = undefined;
         if (outcome.kind === 'done') {
+          const done = outcome;
           // Reported while the next task trains; a report that fails is seen at the next one.
-          const report = (async () => (await before) ?? this.settle(task, outcome, signals, settleSignal))();
+          const report = (async () =>
+            (await before) ?? this.settle(task, await afterLanding(done, signals), signals, settleSignal))();
           report.catch(() => undefined);
           reporting = report;
           continue;
@@ -296,8 +309,13 @@ export class JobTrainer {
       }
     } catch (err) {
       if (err instanceof InterruptedError) return signals.preempt.aborted ? 'preempted' : 'stopped';
+      threw = true;
       throw err;
     } finally {
+      // A round still on its way lands (within the hand-back budget once preempted) unless the
+      // job stopped or the run failed; its task is told either way.
+      if (signals.stop.aborted || threw) loop?.abandonRounds();
+      else await loop?.landRounds(settleSignal).catch(() => loop?.abandonRounds());
       await this.releaseAhead(ahead, signals);
       await reporting?.catch((err: Error) => logger.warn(`job ${jobId}: reporting a task failed: ${err.message}`));
       if (membership !== undefined) {
@@ -380,9 +398,11 @@ export class JobTrainer {
           }
           return undefined;
         case 'returned':
-          logger.log(`${what}: preempted after ${outcome.samples} samples; handing it back`);
+          logger.log(
+            `${what}: ${signals.preempt.aborted ? 'preempted' : 'interrupted'} after ${outcome.samples} samples; handing it back`,
+          );
           await master.handBack(task, { signal });
-          return 'preempted';
+          return signals.preempt.aborted ? 'preempted' : undefined;
         case 'abandoned':
           if (!signals.stop.aborted) {
             // The master took the task back (its renewal was refused): nothing to report.
@@ -396,6 +416,26 @@ export class JobTrainer {
       if (!(err instanceof RequestAbortedError)) throw err;
       logger.warn(`${what}: report not delivered: ${err.message}`);
       return signals.preempt.aborted ? 'preempted' : 'stopped';
+    }
+  }
+}
+
+/**
+ * A done task's outcome once its last round (`overlapRounds`) landed: still done; `failed` with
+ * the landing's error; interrupted, dropped if the job stopped, else handed back (uncounted).
+ */
+async function afterLanding(outcome: TaskOutcome & { kind: 'done' }, signals: TaskSignals): Promise<TaskOutcome> {
+  if (outcome.landing === undefined) return outcome;
+  const landed = await outcome.landing;
+  const { samples } = outcome;
+  switch (landed.kind) {
+    case 'landed':
+      return { kind: 'done', samples };
+    case 'interrupted':
+      return signals.stop.aborted ? { kind: 'abandoned', samples } : { kind: 'returned', samples };
+    case 'failed': {
+      const error = landed.error instanceof Error ? landed.error.message : String(landed.error);
+      return { kind: 'failed', samples, error: `its last round did not land: ${error}`, cause: landed.error };
     }
   }
 }

@@ -11,7 +11,7 @@ import {
 } from '#libs/pserver-client';
 import { oneShardStatus } from '../../../test/support/shard-status.js';
 import { ScalarLearner, claimedTask, minibatchesOf } from '../../../test/support/training-loop-fakes.js';
-import { TrainingLoop, type TrainingLoopOptions } from './training-loop.js';
+import { TrainingLoop, type RoundLanding, type TaskOutcome, type TrainingLoopOptions } from './training-loop.js';
 
 /*
  * `local` with `overlapRounds`: the next round trains while the last round's delta is on its
@@ -94,6 +94,12 @@ function doneIn(journal: string[]): string[] {
   return journal.filter((entry) => entry !== 'update');
 }
 
+/** What became of a done task's last round. */
+function landingOf(outcome: TaskOutcome): Promise<RoundLanding> {
+  if (outcome.kind !== 'done' || outcome.landing === undefined) throw new Error(`no round on its way: ${outcome.kind}`);
+  return outcome.landing;
+}
+
 function setup(options: Partial<TrainingLoopOptions> = {}) {
   const journal: string[] = [];
   const learner = new ScalarLearner(journal);
@@ -118,7 +124,11 @@ describe('overlapped local rounds', () => {
     shard.others = 1;
     shard.othersDelta = -4;
     const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: never });
-    expect(outcome).toEqual({ kind: 'done', samples: 6 });
+    expect(outcome).toEqual({ kind: 'done', samples: 6, landing: expect.any(Promise) });
+    // The task's last round stays on its way for the next task; with none, it is landed here.
+    expect(doneIn(journal).at(-1)).toBe('send 5 -2');
+    expect(await loop.landRounds(never)).toBe('pushed');
+    expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
     expect(doneIn(journal)).toEqual([
       'pull 3',
       'set 3',
@@ -135,7 +145,7 @@ describe('overlapped local rounds', () => {
       'train',
       'set -5',
       'send 5 -2',
-      // The task ends once its last round landed, with no steps to carry.
+      // The last round landed, with no steps to carry.
       'set -6',
     ]);
     expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
@@ -151,6 +161,7 @@ describe('overlapped local rounds', () => {
     const overlapped = setup();
     const plain = setup({ overlapRounds: false });
     await overlapped.loop.runTask(claimedTask(), minibatchesOf(7), { stop: never, preempt: never });
+    await overlapped.loop.landRounds(never);
     await plain.loop.runTask(claimedTask(), minibatchesOf(7), { stop: never, preempt: never });
     expect(overlapped.shard.value).toBe(plain.shard.value);
     expect(overlapped.learner.x).toBe(plain.learner.x);
@@ -163,7 +174,8 @@ describe('overlapped local rounds', () => {
     shard.staleRefusals = 1;
     shard.othersDelta = -10;
     const outcome = await loop.runTask(claimedTask(), minibatchesOf(4), { stop: never, preempt: never });
-    expect(outcome).toEqual({ kind: 'done', samples: 4 });
+    await loop.landRounds(never);
+    expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
     // Round one (for version 3) was refused: the round closed without it at 3 - 10 = -7.
     expect(doneIn(journal).slice(5)).toEqual(['train', 'train', 'pull 4', 'set -9', 'send 4 -2', 'set -9']);
     expect(shard.pushes.map((p) => p.version)).toEqual([4]);
@@ -178,7 +190,8 @@ describe('overlapped local rounds', () => {
       ]),
     );
     const outcome = await loop.runTask(claimedTask(), minibatchesOf(4), { stop: never, preempt: never });
-    expect(outcome).toEqual({ kind: 'done', samples: 4 });
+    await loop.landRounds(never);
+    expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
     // The first round may or may not have been taken: the shard's parameters are taken as they are.
     expect(doneIn(journal).slice(5)).toEqual(['train', 'train', 'pull 3', 'set 1', 'send 3 -2', 'set 1']);
   });
@@ -199,5 +212,85 @@ describe('overlapped local rounds', () => {
       [4, 1, -1],
     ]);
     expect(learner.x).toBe(shard.value);
+  });
+  it('overlapped rounds - rounds go on across tasks: the next task trains while the last one lands, and the task before is done only then', async () => {
+    const { journal, learner, shard, loop } = setup();
+    shard.others = 1;
+    shard.othersDelta = -4;
+    const first = await loop.runTask(claimedTask(), minibatchesOf(2), { stop: never, preempt: never });
+    let landed: RoundLanding | undefined;
+    void landingOf(first).then((l) => (landed = l));
+    expect(doneIn(journal)).toEqual(['pull 3', 'set 3', 'train', 'train', 'send 3 -2']);
+    const second = await loop.runTask(claimedTask(), minibatchesOf(3), { stop: never, preempt: never });
+    expect(landed).toEqual({ kind: 'landed' });
+    expect(doneIn(journal).slice(5)).toEqual([
+      // The second task trains on the first one's parameters, with no pull between the tasks.
+      'train',
+      'train',
+      // The first task's round lands here: its average (3 + (-2 - 4) / 2 = 0) plus two steps.
+      'set -2',
+      'send 4 -2',
+      'train',
+      // The second task's first round: 0 + (-2 - 4) / 2 = -3, plus its last step.
+      'set -4',
+      'send 5 -1',
+    ]);
+    await loop.landRounds(never);
+    expect(await landingOf(second)).toEqual({ kind: 'landed' });
+    expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
+      [3, 2],
+      [4, 2],
+      [5, 1],
+    ]);
+    expect(learner.x).toBe(shard.value);
+  });
+
+  it('overlapped rounds - alone across tasks, a trainer ends with the parameters plain rounds give it', async () => {
+    const overlapped = setup();
+    const plain = setup({ overlapRounds: false });
+    for (const { loop } of [overlapped, plain]) {
+      for (const count of [3, 1, 4])
+        await loop.runTask(claimedTask(), minibatchesOf(count), { stop: never, preempt: never });
+      await loop.landRounds(never);
+    }
+    expect(overlapped.shard.pushes.map((p) => p.samples)).toEqual(plain.shard.pushes.map((p) => p.samples));
+    expect(overlapped.shard.value).toBe(plain.shard.value);
+    expect(overlapped.learner.x).toBe(plain.learner.x);
+  });
+
+  it('overlapped rounds - a task that fails leaves the round of the task before on its way, and landRounds lands it without its steps', async () => {
+    const { learner, shard, loop } = setup();
+    const first = await loop.runTask(claimedTask(), minibatchesOf(2), { stop: never, preempt: never });
+    const failing = minibatchesOf(0);
+    failing.batches = async function* () {
+      yield* minibatchesOf(1).batches(claimedTask());
+      throw new Error('bad record');
+    };
+    const second = await loop.runTask(claimedTask(), failing, { stop: never, preempt: never });
+    expect(second).toMatchObject({ kind: 'failed', error: 'bad record' });
+    expect(await loop.landRounds(never)).toBe('pushed');
+    expect(await landingOf(first)).toEqual({ kind: 'landed' });
+    // The failed task's step was dropped: the learner holds the servers' parameters.
+    expect(shard.pushes.map((p) => p.samples)).toEqual([2]);
+    expect(learner.x).toBe(shard.value);
+  });
+
+  it('overlapped rounds - a task that took no step waits for the round of the task before it too', async () => {
+    const { loop } = setup();
+    const first = await loop.runTask(claimedTask(), minibatchesOf(2), { stop: never, preempt: never });
+    const empty = await loop.runTask(claimedTask(), minibatchesOf(0), { stop: never, preempt: never });
+    await loop.landRounds(never);
+    expect(await landingOf(first)).toEqual({ kind: 'landed' });
+    expect(await landingOf(empty)).toEqual({ kind: 'landed' });
+  });
+
+  it('overlapped rounds - abandonRounds tells the task waiting for its round that it was interrupted', async () => {
+    const { loop, journal } = setup();
+    const first = await loop.runTask(claimedTask(), minibatchesOf(2), { stop: never, preempt: never });
+    loop.abandonRounds();
+    expect(await landingOf(first)).toEqual({ kind: 'interrupted' });
+    // The next task starts from the servers' parameters.
+    await loop.runTask(claimedTask(), minibatchesOf(1), { stop: never, preempt: never });
+    expect(doneIn(journal).slice(5, 7)).toEqual(['pull 3', 'set 3']);
   });
 });

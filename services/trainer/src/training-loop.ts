@@ -25,9 +25,25 @@ import { StepPhases } from './step-phases.js';
 export type ParameterService = Pick<ShardedPserverClient, 'pushGradients' | 'pullParams' | 'status'> &
   Partial<Pick<ShardedPserverClient, 'pushPull'>>;
 
+/**
+ * What became of the last round of a task that ended with it still on its way (`overlapRounds`):
+ * `landed` (taken, or dropped as a stale round is: the task is done), `interrupted` while waiting
+ * out an outage (the job stopped or the trainer is going), or `failed` with the error the landing
+ * threw.
+ */
+export type RoundLanding = { kind: 'landed' } | { kind: 'interrupted' } | { kind: 'failed'; error: unknown };
+
 /** How a task ended. */
 export type TaskOutcome =
-  | { kind: 'done'; samples: number }
+  | {
+      kind: 'done';
+      samples: number;
+      /**
+       * `overlapRounds`: the task's last round is still on its way (the next task trains
+       * meanwhile); the task is done once this says it landed. Absent: it is done now.
+       */
+      landing?: Promise<RoundLanding>;
+    }
   | { kind: 'failed'; samples: number; error: string; cause: unknown }
   /** Preempted: the current minibatch was finished; the task goes back to the master. */
   | { kind: 'returned'; samples: number }
@@ -116,6 +132,8 @@ interface RoundInFlight {
   /** Shard versions of the parameters the delta was computed from (and pushed for). */
   pushed: number[];
   sent: Promise<Sent>;
+  /** Set when the task whose last round this is ended: told what became of the round. */
+  settled?: (landing: RoundLanding) => void;
 }
 
 /** The local steps taken since the last push of a parameter delta (`local` mode). */
@@ -173,7 +191,9 @@ function uniform(versions: number | readonly number[]): boolean {
  *   delta refused as stale, or whose push a shard may or may not have taken, is dropped: its
  *   minibatches still count as done. With `overlapRounds` the next round trains while a round's
  *   delta is on its way; at that round's end the average it brought back is loaded with the
- *   steps taken since carried onto it, and those steps are pushed as the next delta.
+ *   steps taken since carried onto it, and those steps are pushed as the next delta. This goes
+ *   on across tasks: a task's last round lands during the next task's first round (or in
+ *   `landRounds` when no task follows), and the task is done only once it landed.
  *
  * Parameters are pulled again only when the versions the learner holds are not enough: after a
  * push by rounds (`sync`, `local` with `localSync`) the next minibatch needs the step that push
@@ -233,13 +253,16 @@ export class TrainingLoop {
    * Trains on every minibatch of a task and says how it ended; never throws. The next minibatch
    * is assembled while the current one is pushed, and reading waits on the disk at most
    * once per chunk. In `local` mode the round in progress is pushed when the task is done or
-   * handed back (not when the job stops).
+   * handed back (not when the job stops); with `overlapRounds` a task that is done may leave its
+   * last round on its way, which its outcome's `landing` settles.
    */
   async runTask(task: ClaimedTask, reader: MinibatchReader, signals: TaskSignals): Promise<TaskOutcome> {
     const either = AbortSignal.any([signals.stop, signals.preempt]);
     const batches = reader.batches(task);
     let samples = 0;
     let outcome: TaskOutcome | undefined;
+    /** Set when the task ends done with its last round still on its way. */
+    let handedOn = false;
     this.phases.pause();
     try {
       let next = batches.next();
@@ -271,6 +294,25 @@ export class TrainingLoop {
       // Preempted, the trainer still pushes what it trained: the stop signal alone cuts that short.
       // A task ends only once the parameter servers took (or refused) each of its minibatches.
       if ((await this.endRound(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
+      const last = this.roundInFlight;
+      if (outcome === undefined && last !== undefined && !signals.stop.aborted) {
+        // Overlapped rounds go on across tasks: the next task trains while this one's last round
+        // is on its way, and this task is done once that round landed (at the end of the next
+        // task's first round, or in `landRounds`).
+        // A task that took no step since the last one's round was sent waits for that round too.
+        const earlier = last.settled;
+        const landing = new Promise<RoundLanding>((resolve) => {
+          last.settled =
+            earlier === undefined
+              ? resolve
+              : (landed) => {
+                  earlier(landed);
+                  resolve(landed);
+                };
+        });
+        handedOn = true;
+        return { kind: 'done', samples, landing };
+      }
       if ((await this.drain(signals.stop)) === 'interrupted') return { kind: 'abandoned', samples };
     } catch (err) {
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
@@ -278,10 +320,15 @@ export class TrainingLoop {
     } finally {
       // A push still on its way when the task was abandoned or failed is left to land or not.
       this.inFlight = undefined;
-      // Likewise a round's delta: the next round starts from the servers' parameters.
-      if (this.roundInFlight !== undefined) {
-        this.roundInFlight = undefined;
-        this.held = undefined;
+      // Likewise this task's round on its way: the next round starts from the servers'
+      // parameters. The last round of the task before (done, and waiting for it) stays, for
+      // `landRounds`; the steps taken on it since are dropped with this task.
+      const round = this.roundInFlight;
+      if (round !== undefined && !handedOn) {
+        if (round.settled === undefined) {
+          this.roundInFlight = undefined;
+          this.held = undefined;
+        }
         this.round.steps = 0;
         this.round.samples = 0;
       }
@@ -402,6 +449,32 @@ export class TrainingLoop {
     return landed === 'interrupted' ? 'interrupted' : 'pushed';
   }
 
+  /**
+   * Lands the last round of a task that ended with it on its way (`overlapRounds`), so that
+   * the task can be reported: called when no next task trains to land it, or after one that
+   * ended otherwise than done (the steps it took since are dropped with it). Returns
+   * `interrupted` when the signal fired while waiting out an outage (the task is then told so).
+   * @throws what the landing threw (the task is told so too).
+   */
+  async landRounds(signal: AbortSignal): Promise<StepResult> {
+    if (this.roundInFlight === undefined) return 'pushed';
+    return this.landRound(signal, undefined);
+  }
+
+  /**
+   * Gives up a round still on its way without waiting for it (the job stopped): its task is
+   * told `interrupted`, and the next round starts from the servers' parameters.
+   */
+  abandonRounds(): void {
+    const round = this.roundInFlight;
+    if (round === undefined) return;
+    this.roundInFlight = undefined;
+    this.held = undefined;
+    this.round.steps = 0;
+    this.round.samples = 0;
+    round.settled?.({ kind: 'interrupted' });
+  }
+
   /** `local` mode: one local step; the round's delta is pushed after its last one. */
   private async trainLocally(batch: Batch, signal: AbortSignal): Promise<StepResult> {
     // A round starts from the servers' parameters; an elastic trainer keeps its own copy after
@@ -498,8 +571,25 @@ export class TrainingLoop {
    * delta is dropped, as a plain local round's would be.
    */
   private async landRound(signal: AbortSignal, progress: PlainTensor[] | undefined): Promise<StepResult> {
-    const { pushed, sent } = this.roundInFlight!;
+    const round = this.roundInFlight!;
     this.roundInFlight = undefined;
+    let landed: StepResult;
+    try {
+      landed = await this.landRoundOf(round, signal, progress);
+    } catch (error) {
+      round.settled?.({ kind: 'failed', error });
+      throw error;
+    }
+    round.settled?.({ kind: landed === 'interrupted' ? 'interrupted' : 'landed' });
+    return landed;
+  }
+
+  /** `landRound` for `round`, taken off the loop. */
+  private async landRoundOf(
+    { pushed, sent }: RoundInFlight,
+    signal: AbortSignal,
+    progress: PlainTensor[] | undefined,
+  ): Promise<StepResult> {
     const result = await this.settle(pushed, pushed, await this.phases.time('push', () => sent), signal, progress);
     if (result.kind === 'interrupted') return 'interrupted';
     if (result.kind === 'taken' && result.loaded) return 'pushed';
