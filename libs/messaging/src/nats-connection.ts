@@ -35,6 +35,9 @@ export async function connectNats(
       return Math.min(NATS_RECONNECT_MAX_MS, NATS_RECONNECT_MIN_MS * 2 ** Math.min(attempt, 8));
     },
     pingInterval: 10_000,
+    // Otherwise every request captures a stack trace when it is made, for an error it seldom
+    // has: a trainer makes several per task. Timeouts and failures still come as their errors.
+    noAsyncTraces: true,
   });
   if (logger) {
     void (async () => {
