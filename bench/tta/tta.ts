@@ -31,11 +31,11 @@ const BATCH_SIZE = 64;
 
 /**
  * Examples in one task of the example job: its chunks hold 1,000 records, one chunk per task. A
- * `local` round ends early with its task, so a trainer's rounds split each task evenly.
+ * `local` round ends early with its task (at 4 steps: rounds of 256, 256, 256 and 232 examples).
  */
 const TASK_EXAMPLES = 1_000;
 
-/** Examples one model version stands for in `local` mode: one round of each trainer. */
+/** Examples one model version stands for in `local` mode, on average: one round of each trainer. */
 function localVersionExamples(localSteps: number): number {
   const roundsPerTask = Math.ceil(TASK_EXAMPLES / (localSteps * BATCH_SIZE));
   return (TRAINERS * TASK_EXAMPLES) / roundsPerTask;
@@ -50,7 +50,8 @@ function localVersionExamples(localSteps: number): number {
  * here is one round per task: the examples a run needs hardly change with the steps per round
  * (2 trainers simulated in one process, 4 seeds: medians 102,400 examples at 2 steps, about
  * 106,000 at 4, 109,568 at 8 and 110,592 at 16), while the exchange is paid four times less
- * often. `examplesPerVersion`: what one model version stands for, so that each run is evaluated
+ * often; on the cluster here 16 steps took about 1.2 times the examples of 4, at 1.4 times the
+ * samples/s. `examplesPerVersion`: what one model version stands for, so that each run is evaluated
  * at least as often as the single process, in examples.
  */
 const RUNS = [
