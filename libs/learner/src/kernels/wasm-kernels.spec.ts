@@ -46,6 +46,19 @@ function expectClose(actual: Float32Array, expected: Float32Array): void {
 }
 
 /**
+ * A matrix product's sizes (A is m x k, B is k x n, before any transposition), which operands
+ * are transposed, and the seed of their values.
+ */
+const PRODUCTS = {
+  m: fc.integer({ min: 1, max: 37 }),
+  k: fc.integer({ min: 1, max: 21 }),
+  n: fc.integer({ min: 1, max: 37 }),
+  transposeA: fc.boolean(),
+  transposeB: fc.boolean(),
+  seed: fc.integer(),
+};
+
+/**
  * `n` values as {@link randomValues} gives them, about `share` of them (0 to 1) zeros of either
  * sign (both are left out of our products' sums).
  */
@@ -323,17 +336,12 @@ describe('wasm kernels', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.record({
-          m: fc.integer({ min: 1, max: 37 }),
-          k: fc.integer({ min: 1, max: 21 }),
+          ...PRODUCTS,
           // The share of A that is zero: dense, an image's background, a relu's, all of it.
           zeros: fc.constantFrom(0, 0.5, 0.9, 1),
-          n: fc.integer({ min: 1, max: 37 }),
           // Outer (batch) shapes: none, one matrix, or three, on either side.
           outerA: fc.constantFrom([], [1], [3]),
           outerB: fc.constantFrom([], [1], [3]),
-          transposeA: fc.boolean(),
-          transposeB: fc.boolean(),
-          seed: fc.integer(),
         }),
         async (c) => {
           const aShape = [...c.outerA, ...(c.transposeA ? [c.k, c.m] : [c.m, c.k])];
@@ -359,16 +367,11 @@ describe('wasm kernels', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.record({
-          m: fc.integer({ min: 1, max: 37 }),
-          k: fc.integer({ min: 1, max: 21 }),
-          n: fc.integer({ min: 1, max: 37 }),
+          ...PRODUCTS,
           zeros: fc.constantFrom(0, 0.5, 1),
-          transposeA: fc.boolean(),
-          transposeB: fc.boolean(),
           // A bias per column or none (the backend takes no other); elu is the backend's alone.
           bias: fc.constantFrom('column', 'none'),
           activation: fc.constantFrom('linear', 'relu', 'elu'),
-          seed: fc.integer(),
         }),
         async (c) => {
           const aShape = c.transposeA ? [c.k, c.m] : [c.m, c.k];
