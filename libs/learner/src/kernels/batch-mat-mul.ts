@@ -92,17 +92,18 @@ function fusedMatMulSimd({ inputs, backend, attrs }: FusedMatMulArgs): TensorInf
   }
   const out = batchMatMulSimd({ inputs: { a, b }, backend, attrs: { transposeA, transposeB } });
   if (out === undefined || (bias === undefined && activation === 'linear')) return out;
-  // Views taken after the product, whose output may have grown the heap.
-  const values = backend.typedArrayFromHeap(out) as Float32Array;
-  const offsets = bias === undefined ? undefined : (backend.typedArrayFromHeap(bias) as Float32Array);
-  const relu = activation === 'relu';
-  for (let row = 0; row < values.length; row += n) {
-    for (let col = 0; col < n; col++) {
-      let v = values[row + col]!;
-      if (offsets !== undefined) v += offsets[col]!;
-      // NaN stays NaN, as the backend's relu leaves it.
-      values[row + col] = relu && v < 0 ? 0 : v;
-    }
+  const simd = simdKernelsFor(backend)!;
+  const rows = util.sizeFromShape(out.shape) / n;
+  const product = heapAddress(backend, out);
+  if (bias === undefined) {
+    // Relu alone: the kernel with a bias of zeros.
+    withScratch(backend, n * 4, (zeros) => {
+      backend.wasm.HEAPU8.fill(0, zeros, zeros + n * 4);
+      simd.biasRelu(product, zeros, product, rows, n);
+    });
+  } else {
+    const kernel = activation === 'relu' ? simd.biasRelu : simd.biasAdd;
+    kernel(product, heapAddress(backend, bias), product, rows, n);
   }
   return out;
 }
@@ -111,8 +112,10 @@ function fusedMatMulSimd({ inputs, backend, attrs }: FusedMatMulArgs): TensorInf
  * `_FusedMatMul` (a dense layer's product, bias and activation in one, as TF.js runs a layer
  * outside training) for the wasm backend, standing in front of `own`: on the SIMD path, the
  * float32 products with a bias per column and relu or no activation come from our SIMD128
- * kernel, which leaves out the zeros of the layer's input (the backend's XNNPACK computes them
- * all); everything else goes to `own`.
+ * kernels: the product, which leaves out the zeros of the layer's input (the backend's XNNPACK
+ * computes them all), then the bias and relu over it in place (in a plain loop they took a sixth
+ * of scoring the 10,000 Fashion-MNIST test images with the example MLP); everything else goes
+ * to `own`.
  */
 export function fusedMatMulConfig(own: KernelConfig): KernelConfig {
   return frontOf(own, fusedMatMulSimd);

@@ -408,6 +408,62 @@ describe('wasm kernels', () => {
     );
   });
 
+  it("wasm kernels - a fused dense product's bias and relu are ours, value for value a plain loop over the product", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          m: fc.integer({ min: 1, max: 9 }),
+          k: fc.integer({ min: 1, max: 7 }),
+          n: fc.integer({ min: 1, max: 23 }),
+          bias: fc.constantFrom('column', 'none'),
+          // Bias values that make NaN, -0 and exact zeros of the sum, where relu must leave
+          // NaN and -0 as they are and make nothing else of a zero.
+          specials: fc.array(fc.constantFrom(Number.NaN, -0, 0, Infinity, -Infinity), { maxLength: 4 }),
+          seed: fc.integer(),
+        }),
+        async (c) => {
+          const a = randomWithZeros(c.seed, c.m * c.k, 0.5);
+          const b = randomValues(c.seed ^ 0x5bd1e995, c.k * c.n);
+          const bias = randomValues(c.seed ^ 0x68e31da4, c.n);
+          c.specials.forEach((v, i) => (bias[i % c.n] = v));
+          const biasTensor = (): tf.Tensor | undefined => (c.bias === 'none' ? undefined : tf.tensor(bias, [c.n]));
+          await tf.setBackend('wasm');
+          chooseKernelPath(wasmBackend(), 'wasm-simd');
+          const kernels = simdKernelsFor(wasmBackend())!;
+          const ours = kernels.biasRelu;
+          let calls = 0;
+          kernels.biasRelu = (...args: number[]) => {
+            calls += 1;
+            ours(...args);
+          };
+          try {
+            const fused = await onWasm('wasm-simd', () =>
+              tf.fused.matMul({
+                a: tf.tensor(a, [c.m, c.k]),
+                b: tf.tensor(b, [c.k, c.n]),
+                bias: biasTensor(),
+                activation: 'relu',
+              }),
+            );
+            const product = await onWasm('wasm-simd', () =>
+              tf.matMul(tf.tensor(a, [c.m, c.k]), tf.tensor(b, [c.k, c.n])),
+            );
+            const expected = product.map((p, i) => {
+              const v = Math.fround(p + (c.bias === 'none' ? 0 : bias[i % c.n]!));
+              return v < 0 ? 0 : v;
+            });
+            // toEqual holds NaN equal to NaN and -0 apart from 0.
+            expect(Array.from(fused)).toEqual(Array.from(expected));
+            expect(calls).toBe(1);
+          } finally {
+            kernels.biasRelu = ours;
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
   /**
    * Runs `run` on the SIMD path (counting the calls of our kernel `kernel`), on the plain path
    * (the backend's own kernel) and on the cpu backend; expects the three results to have one
