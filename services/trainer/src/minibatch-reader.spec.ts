@@ -267,7 +267,7 @@ describe('minibatch reader', () => {
       ]);
 
       // Read before the task starts, and not read again when it does; same minibatches as without.
-      reader.readAhead({ chunks: [chunks[1]!, chunks[2]!] });
+      reader.readAhead({ chunks: [chunks[1]!, chunks[2]!], epoch: 0, taskId: 0 });
       expect(asked).toEqual([100]);
       expect(await labelOrder(reader, [chunks[1]!, chunks[2]!])).toEqual(expected);
       expect(asked).toEqual([100, 200]);
@@ -277,11 +277,156 @@ describe('minibatch reader', () => {
       expect(asked).toEqual([100, 200, 100]);
 
       // A read ahead for another task is dropped by the task that comes instead.
-      reader.readAhead({ chunks: [chunks[2]!] });
+      reader.readAhead({ chunks: [chunks[2]!], epoch: 0, taskId: 0 });
       expect((await labelOrder(reader, [chunks[0]!])).sort((a, b) => a - b)).toEqual([0, 1, 2]);
       await labelOrder(reader, [chunks[2]!]);
       expect(asked).toEqual([100, 200, 100, 200, 0, 200]);
     }
+  });
+
+  /** Lets `turns` turns of the event loop go by. */
+  async function turns(count: number): Promise<void> {
+    for (let i = 0; i < count; i++) await new Promise((r) => setImmediate(r));
+  }
+
+  /** A promise and its resolver: what the trainer waits on while minibatches are prepared. */
+  function waitOn(): { busy: Promise<void>; settle: () => void } {
+    let settle!: () => void;
+    const busy = new Promise<void>((resolve) => (settle = resolve));
+    return { busy, settle };
+  }
+
+  it("minibatch reader - minibatches prepared while waiting are the next task's own, in order, each chunk read once", async () => {
+    for (const shuffle of [undefined, { seed: 5 }]) {
+      const { chunks, readChunk } = fakeChunks([3, 2, 4, 1]);
+      const asked: number[] = [];
+      const reader = new MinibatchReader({
+        batchSize: 2,
+        layout: LAYOUT,
+        shuffle,
+        readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
+      });
+      const next = { chunks: [chunks[1]!, chunks[2]!, chunks[3]!], epoch: 2, taskId: 7 };
+      const expected = await collect(
+        new MinibatchReader({ batchSize: 2, layout: LAYOUT, shuffle, readChunk }),
+        next.chunks,
+        next,
+      );
+
+      reader.readAhead(next);
+      const { busy, settle } = waitOn();
+      reader.prepareWhile(busy);
+      await turns(50);
+      // Every chunk was read while waiting (the whole task fits the default budget).
+      expect(asked).toEqual([100, 200, 300]);
+      settle();
+      expect(await collect(reader, next.chunks, next)).toEqual(expected);
+      expect(asked).toEqual([100, 200, 300]);
+    }
+  });
+
+  it('minibatch reader - during a wait mid-task the rest of the task is prepared, then the next task', async () => {
+    const { chunks, readChunk } = fakeChunks([2, 2, 2, 2]);
+    const asked: number[] = [];
+    const reader = new MinibatchReader({
+      batchSize: 2,
+      layout: LAYOUT,
+      readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
+    });
+    const task = { chunks: [chunks[0]!, chunks[1]!], epoch: 0, taskId: 0 };
+    const next = { chunks: [chunks[2]!, chunks[3]!], epoch: 0, taskId: 1 };
+    const batches = reader.batches(task);
+    const first = await batches.next();
+    expect([...first.value!.labels]).toEqual([0, 1]);
+    reader.readAhead(next);
+    const { busy, settle } = waitOn();
+    reader.prepareWhile(busy);
+    await turns(30);
+    // The task's second chunk, the next task's first (read ahead) and its second.
+    expect(asked).toEqual([0, 100, 200, 300]);
+    settle();
+    const rest: number[] = [];
+    for await (const b of batches) rest.push(...b.labels);
+    expect(rest).toEqual([2, 3]);
+    expect(await labelOrder(reader, next.chunks, next)).toEqual([4, 5, 6, 7]);
+    expect(asked).toEqual([0, 100, 200, 300]);
+  });
+
+  it('minibatch reader - preparing stops when the wait ends or the memory for it is full', async () => {
+    const { chunks, readChunk } = fakeChunks([2, 2, 2, 2, 2, 2]);
+    const asked: number[] = [];
+    const next = { chunks, epoch: 0, taskId: 1 };
+    const reader = (preparedBytes?: number) =>
+      new MinibatchReader({
+        batchSize: 2,
+        layout: LAYOUT,
+        preparedBytes,
+        readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
+      });
+
+    // A wait already over prepares nothing: only the first chunk was read, by readAhead.
+    const over = reader();
+    over.readAhead(next);
+    over.prepareWhile(Promise.resolve());
+    await turns(30);
+    expect(asked).toEqual([0]);
+    expect((await labelOrder(over, chunks, next)).length).toBe(12);
+
+    // Room for two minibatches of 2 examples of 2 float32 features: two chunks, and the one
+    // read ahead of the second.
+    asked.length = 0;
+    const small = reader(2 * 2 * 2 * 4);
+    small.readAhead(next);
+    const { busy, settle } = waitOn();
+    small.prepareWhile(busy);
+    await turns(30);
+    expect(asked).toEqual([0, 100, 200]);
+    settle();
+    expect(await labelOrder(small, chunks, next)).toEqual(Array.from({ length: 12 }, (_, n) => n));
+  });
+
+  it('minibatch reader - what was prepared for a task that does not come is dropped', async () => {
+    for (const shuffle of [undefined, { seed: 9 }]) {
+      const { chunks, readChunk } = fakeChunks([3, 2, 4]);
+      const fresh = () => new MinibatchReader({ batchSize: 2, layout: LAYOUT, shuffle, readChunk });
+      const reader = fresh();
+      const planned = { chunks: [chunks[1]!, chunks[2]!], epoch: 0, taskId: 1 };
+      const instead = { chunks: [chunks[0]!], epoch: 0, taskId: 2 };
+      reader.readAhead(planned);
+      const { busy, settle } = waitOn();
+      reader.prepareWhile(busy);
+      await turns(20);
+      settle();
+      expect(await collect(reader, instead.chunks, instead)).toEqual(await collect(fresh(), instead.chunks, instead));
+      // The same chunks as another task (another epoch): their own order, not the prepared one.
+      const later = { ...planned, epoch: 1 };
+      expect(await collect(reader, later.chunks, later)).toEqual(await collect(fresh(), later.chunks, later));
+    }
+  });
+
+  it('minibatch reader - a read that fails while preparing fails the task where it reaches that chunk', async () => {
+    const { chunks, readChunk } = fakeChunks([2, 2, 2]);
+    const reader = new MinibatchReader({
+      batchSize: 2,
+      layout: LAYOUT,
+      readChunk: async (file, offset) => {
+        if (offset === 100) throw new Error('EIO: i/o error');
+        return readChunk(file, offset);
+      },
+    });
+    const next = { chunks, epoch: 0, taskId: 0 };
+    reader.readAhead(next);
+    const { busy, settle } = waitOn();
+    reader.prepareWhile(busy);
+    await turns(20);
+    settle();
+    const labels: number[] = [];
+    const err = await (async () => {
+      for await (const b of reader.batches(next)) labels.push(...b.labels);
+    })().catch((e: unknown) => e);
+    expect(labels).toEqual([0, 1]);
+    expect(err).toBeInstanceOf(TaskDataError);
+    expect((err as Error).message).toContain('f1: chunk at byte 100: EIO: i/o error');
   });
 
   it('minibatch reader - a read ahead that fails is reported when its task reaches the chunk', async () => {
@@ -293,7 +438,7 @@ describe('minibatch reader', () => {
       },
     });
     const chunk = { file: '/data/x.recordio', offset: 64, numRecords: 1 };
-    reader.readAhead({ chunks: [chunk] });
+    reader.readAhead({ chunks: [chunk], epoch: 0, taskId: 0 });
     await new Promise((r) => setImmediate(r));
     await expect(collect(reader, [chunk])).rejects.toThrow('/data/x.recordio: chunk at byte 64: EIO: i/o error');
   });

@@ -14,6 +14,12 @@ export type TaskData = Pick<TaskMessage, 'chunks' | 'epoch' | 'taskId'>;
 /** Reads the records of the chunk at `offset` in `file` (`readChunkAt` by default). */
 export type ChunkSource = (file: string, offset: number) => Promise<{ records: Uint8Array[] }>;
 
+/**
+ * Memory the minibatches assembled ahead of their task may take (`prepareWhile`): 32 MiB, 160
+ * minibatches of the example's 64 Fashion-MNIST images; at least one minibatch.
+ */
+export const PREPARED_BYTES = 32 * 1024 * 1024;
+
 /** Settings of a `MinibatchReader`. */
 export interface MinibatchReaderOptions {
   /** Examples per minibatch (`training.batchSize`). */
@@ -22,6 +28,8 @@ export interface MinibatchReaderOptions {
   readChunk?: ChunkSource;
   /** Records through a seeded shuffle buffer (`training.shuffle`); absent: file order. */
   shuffle?: ShuffleSettings;
+  /** Memory for minibatches assembled ahead (`prepareWhile`); {@link PREPARED_BYTES} by default. */
+  preparedBytes?: number;
 }
 
 /**
@@ -117,6 +125,89 @@ function sameChunk(a: TaskChunk, b: TaskChunk): boolean {
   return a.file === b.file && a.offset === b.offset && a.numRecords === b.numRecords;
 }
 
+function sameTask(a: TaskData, b: TaskData): boolean {
+  return (
+    a.taskId === b.taskId &&
+    a.epoch === b.epoch &&
+    a.chunks.length === b.chunks.length &&
+    a.chunks.every((chunk, i) => sameChunk(chunk, b.chunks[i]!))
+  );
+}
+
+/**
+ * A task's minibatches, some assembled before the training loop asks for them: `pending` holds
+ * the results of the calls on `source` made ahead, in order (a failed read among them fails when
+ * the task reaches it); the loop takes them first, then goes on with `source`.
+ */
+class MinibatchStream {
+  readonly pending: Promise<IteratorResult<Batch>>[] = [];
+  /** Nothing more is assembled ahead: the loop is through with the task, or another came. */
+  stopped = false;
+  /** `source` has nothing more (or failed). */
+  ended = false;
+  private filling = false;
+
+  constructor(
+    readonly task: TaskData,
+    readonly source: AsyncGenerator<Batch>,
+    private readonly limit: number,
+  ) {}
+
+  /**
+   * Assembles minibatches, one per turn of the event loop (so replies on the network are read
+   * between them), until `busy` settles, `limit` are waiting, the task has no more or it is
+   * stopped. Resolves when it stops.
+   */
+  async fillWhile(busy: Promise<unknown>): Promise<void> {
+    if (this.filling) return;
+    this.filling = true;
+    let waiting = true;
+    busy.then(
+      () => (waiting = false),
+      () => (waiting = false),
+    );
+    try {
+      while (!this.ended && !this.stopped && this.pending.length < this.limit) {
+        await new Promise((resolve) => setImmediate(resolve));
+        if (!waiting || this.stopped) break;
+        const next = this.source.next();
+        this.pending.push(next);
+        const item = await next.catch(() => undefined);
+        if (item === undefined || item.done === true) this.ended = true;
+      }
+    } finally {
+      this.filling = false;
+    }
+  }
+
+  /** The task's minibatches: those assembled ahead, then the rest. */
+  async *batches(): AsyncGenerator<Batch> {
+    try {
+      for (;;) {
+        const item = await (this.pending.shift() ?? this.source.next());
+        if (item.done === true) return;
+        yield item.value;
+      }
+    } finally {
+      this.ended = true;
+      this.stop();
+      await this.source.return(undefined);
+    }
+  }
+
+  /** No more is assembled ahead; what was is dropped. */
+  stop(): void {
+    this.stopped = true;
+    for (const result of this.pending.splice(0)) result.catch(() => undefined);
+  }
+
+  /** Given up: another task came instead. */
+  drop(): void {
+    this.stop();
+    this.source.return(undefined).catch(() => undefined);
+  }
+}
+
 /**
  * Turns the chunks of a task into minibatches of `batchSize` examples across chunk boundaries;
  * the last one may be smaller. Without `shuffle` the examples keep file order. With it they pass
@@ -130,13 +221,20 @@ function sameChunk(a: TaskChunk, b: TaskChunk): boolean {
  * task's first chunk can be read before that task starts, see `readAhead`), so a bad chunk is
  * named by its file and offset (`TaskDataError`, or the RecordIO error itself) before any of its
  * examples comes out. Each example's features become float32 (scaled as the layout says) once,
- * straight into the minibatch that takes it.
+ * straight into the minibatch that takes it. While the trainer waits on the network, the
+ * minibatches that come next are assembled ahead (`prepareWhile`).
  */
 export class MinibatchReader {
   private readonly readChunk: ChunkSource;
   private readonly writer: FeatureWriter;
   /** The first chunk of the task that comes next, read ahead (`readAhead`). */
   private early: { chunk: TaskChunk; read: Promise<CheckedRecords | undefined> } | undefined;
+  /** The task that comes next, as `readAhead` was told it. */
+  private nextTask: TaskData | undefined;
+  /** The minibatches of the task in hand. */
+  private current: MinibatchStream | undefined;
+  /** Those of the task that comes next, when some were assembled ahead (`prepareWhile`). */
+  private prepared: MinibatchStream | undefined;
 
   constructor(private readonly options: MinibatchReaderOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
@@ -152,7 +250,8 @@ export class MinibatchReader {
    * read when that task's first chunk is the same one, and drops it otherwise; only the latest
    * read ahead is kept. A read that fails is reported when the chunk is reached.
    */
-  readAhead(task: Pick<TaskData, 'chunks'>): void {
+  readAhead(task: TaskData): void {
+    this.nextTask = task;
     const chunk = task.chunks[0];
     if (chunk === undefined) return;
     const read = this.readChecked(chunk);
@@ -160,8 +259,55 @@ export class MinibatchReader {
     this.early = { chunk, read };
   }
 
+  /**
+   * While `busy` is pending (the trainer waits on the network: a push, the end of a round),
+   * assembles the minibatches that come next, so that reading, shuffling and the conversion to
+   * float32 fill the wait rather than come before the next steps: those of the task in hand, and
+   * once it has no more, the first ones of the task read ahead (`readAhead`). One minibatch per
+   * turn of the event loop, as many as {@link PREPARED_BYTES} hold; `batches` of the task read
+   * ahead takes them first, and another task drops them.
+   */
+  prepareWhile(busy: Promise<unknown>): void {
+    const current = this.current;
+    if (current === undefined || current.stopped || current.ended) {
+      this.prepareNext(busy);
+      return;
+    }
+    void current.fillWhile(busy).then(() => {
+      if (current.ended && this.current === current) this.prepareNext(busy);
+    });
+  }
+
+  private prepareNext(busy: Promise<unknown>): void {
+    const task = this.nextTask;
+    if (task === undefined) return;
+    if (this.prepared !== undefined && !sameTask(this.prepared.task, task)) {
+      this.prepared.drop();
+      this.prepared = undefined;
+    }
+    this.prepared ??= this.stream(task);
+    void this.prepared.fillWhile(busy);
+  }
+
   /** The minibatches of a task. */
   batches(task: TaskData): AsyncGenerator<Batch> {
+    const prepared = this.prepared;
+    this.prepared = undefined;
+    // The task read ahead comes now, or never (see `checkedChunks`).
+    this.nextTask = undefined;
+    this.current?.stop();
+    if (prepared !== undefined && !sameTask(prepared.task, task)) prepared.drop();
+    this.current = prepared !== undefined && sameTask(prepared.task, task) ? prepared : this.stream(task);
+    return this.current.batches();
+  }
+
+  private stream(task: TaskData): MinibatchStream {
+    const bytes = this.options.batchSize * this.writer.perExample * 4;
+    const limit = Math.max(1, Math.floor((this.options.preparedBytes ?? PREPARED_BYTES) / bytes));
+    return new MinibatchStream(task, this.freshBatches(task), limit);
+  }
+
+  private freshBatches(task: TaskData): AsyncGenerator<Batch> {
     const { shuffle } = this.options;
     return shuffle === undefined ? this.inFileOrder(task.chunks) : this.shuffled(task, shuffle);
   }

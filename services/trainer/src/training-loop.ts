@@ -218,6 +218,8 @@ export class TrainingLoop {
   private inFlight: InFlightPush | undefined;
   /** `overlapRounds`: the delta of the previous round, not yet answered. */
   private roundInFlight: RoundInFlight | undefined;
+  /** The reader of the task in hand, which assembles minibatches while the loop waits. */
+  private reader: Pick<MinibatchReader, 'prepareWhile'> | undefined;
   private readonly outage: PserverOutage;
   private readonly phases: StepPhases;
 
@@ -259,6 +261,7 @@ export class TrainingLoop {
   async runTask(task: ClaimedTask, reader: MinibatchReader, signals: TaskSignals): Promise<TaskOutcome> {
     const either = AbortSignal.any([signals.stop, signals.preempt]);
     const batches = reader.batches(task);
+    this.reader = reader;
     let samples = 0;
     let outcome: TaskOutcome | undefined;
     /** Set when the task ends done with its last round still on its way. */
@@ -318,6 +321,7 @@ export class TrainingLoop {
       if (signals.stop.aborted) return { kind: 'abandoned', samples };
       return { kind: 'failed', samples, error: (err as Error).message ?? String(err), cause: err };
     } finally {
+      this.reader = undefined;
       // A push still on its way when the task was abandoned or failed is left to land or not.
       this.inFlight = undefined;
       // Likewise this task's round on its way: the next round starts from the servers'
@@ -623,8 +627,18 @@ export class TrainingLoop {
     signal: AbortSignal,
   ): Promise<PushResult> {
     const held = this.held!;
-    const sent = await this.phases.time('push', () => this.send(pushed, samples, update, signal));
+    const sent = await this.phases.time('push', () => this.waiting(this.send(pushed, samples, update, signal)));
     return this.settle(pushed, held, sent, signal);
+  }
+
+  /**
+   * `work` on the network, while which the task's reader assembles the minibatches that come
+   * next (`MinibatchReader.prepareWhile`): the reading and decoding they take then fill the wait
+   * rather than come before the steps that use them.
+   */
+  private waiting<T>(work: Promise<T>): Promise<T> {
+    this.reader?.prepareWhile(work);
+    return work;
   }
 
   /** `push`, its failure kept in the result rather than thrown. */
@@ -767,9 +781,11 @@ export class TrainingLoop {
       let pulled;
       try {
         pulled = await this.phases.time('wait', () =>
-          unlessAborted(
-            this.params.pullParams(this.needed, { waitMs, sameVersion: uniform(this.needed), signal }),
-            signal,
+          this.waiting(
+            unlessAborted(
+              this.params.pullParams(this.needed, { waitMs, sameVersion: uniform(this.needed), signal }),
+              signal,
+            ),
           ),
         );
       } catch (err) {
