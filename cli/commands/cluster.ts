@@ -1,10 +1,17 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_NATS_URL, DEFAULT_REDIS_URL } from '#libs/config';
-import { LocalCluster, isAlive, readClusterFile, type ClusterFile } from '#libs/local-cluster';
+import {
+  LocalCluster,
+  PIN_CHOICES,
+  isAlive,
+  readClusterFile,
+  type ClusterFile,
+  type PinChoice,
+} from '#libs/local-cluster';
 import { KV_BUCKETS, listBucketKeys, type MemberStatus } from '#libs/messaging';
 import { sleep } from '#libs/retry';
 import { Kvm } from '@nats-io/kv';
@@ -26,6 +33,7 @@ interface UpFlags {
   pservers: number;
   masters: number;
   natsNodes: number;
+  pinTrainers: PinChoice;
   detach?: boolean;
   restart: boolean;
   /** False with `--no-dashboard`. */
@@ -69,6 +77,7 @@ async function upForeground(io: CliIo, flags: UpFlags): Promise<void> {
     pservers: flags.pservers,
     masters: flags.masters,
     natsNodes: flags.natsNodes,
+    pinTrainers: flags.pinTrainers,
     evaluators: 1,
     restart: flags.restart,
     secure: flags.secure === true,
@@ -133,6 +142,8 @@ async function upDetached(io: CliIo, flags: UpFlags): Promise<void> {
     String(flags.masters),
     '--nats-nodes',
     String(flags.natsNodes),
+    '--pin-trainers',
+    flags.pinTrainers,
     ...(flags.restart ? [] : ['--no-restart']),
     ...(flags.dashboard ? [] : ['--no-dashboard']),
     ...(flags.dashboardPort === undefined ? [] : ['--dashboard-port', String(flags.dashboardPort)]),
@@ -341,6 +352,15 @@ export function register(program: Command, io: CliIo): void {
       'NATS servers to start when none answers: more than one form a cluster with JetStream replicated (3 keeps working when one is lost)',
       positiveInteger,
       1,
+    )
+    .addOption(
+      new Option(
+        '--pin-trainers <when>',
+        "run each trainer on a core of its own, so its model stays in that core's caches: auto does when there " +
+          'is a core for each (Linux, with taskset), on always (round-robin), off never',
+      )
+        .choices(PIN_CHOICES)
+        .default('auto'),
     )
     .option('--detach', 'start in the background and return once ready')
     .option('--no-restart', 'do not restart services that exit unexpectedly')

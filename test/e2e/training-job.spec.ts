@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import type { LocalCluster } from '#libs/local-cluster';
+import { trainerCores, type LocalCluster } from '#libs/local-cluster';
 import { loadLayersModelFromDir } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import {
@@ -42,6 +42,19 @@ describe('training job, end to end', () => {
     await cluster?.stop();
     await servers?.stop();
   }, 120_000);
+
+  test('training job - each trainer runs on a core of its own where the machine has one for each', () => {
+    const pinning = trainerCores('auto', 2);
+    const trainers = cluster.list().filter((s) => s.role === 'trainer');
+    expect(trainers.map((t) => t.core)).toEqual(pinning.cores);
+    for (const trainer of trainers) {
+      if (trainer.core === undefined) continue;
+      const status = readFileSync(`/proc/${trainer.pid}/status`, 'utf8');
+      // Every thread of the process, the learner's included, is held to that core.
+      expect(/^Cpus_allowed_list:\s*(\S+)$/m.exec(status)?.[1]).toBe(String(trainer.core));
+      expect(readFileSync(`/proc/${trainer.pid}/cmdline`, 'utf8')).toContain('services/trainer/main.js');
+    }
+  });
 
   test(
     'training job - a bad spec is refused naming the field, and the next good one (one plain NATS publish) trains to its target',

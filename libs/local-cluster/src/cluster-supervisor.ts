@@ -22,6 +22,7 @@ import {
   type ServerProcess,
 } from './server-processes.js';
 import { SERVICE_NODE_FLAGS, withServiceMalloc } from './service-node-flags.js';
+import { trainerCores, type PinChoice, type TrainerCores } from './trainer-cores.js';
 
 /** Roles the supervisor runs, in start order. */
 export type ServiceRole = 'pserver' | 'master' | 'trainer' | 'evaluator';
@@ -59,6 +60,8 @@ export interface ClusterOptions {
    * role's credentials and certificates.
    */
   secure?: boolean;
+  /** Whether each trainer runs on a core of its own (`trainerCores`); `auto` by default. */
+  pinTrainers?: PinChoice;
   /** Where progress lines go. */
   say: (line: string) => void;
 }
@@ -73,6 +76,8 @@ export interface ServiceProcessInfo {
   state: 'starting' | 'ready' | 'restarting' | 'stopped' | 'exited' | 'killed';
   restarts: number;
   log: string;
+  /** The core a trainer is pinned to (`pinTrainers`). */
+  core?: number;
 }
 
 /** Most copies of a stream a local NATS cluster keeps (3 survives the loss of one node). */
@@ -87,6 +92,12 @@ export class UnknownServiceError extends Error {
   ) {
     super(`no service "${id}" in this cluster; known: ${known.join(', ') || 'none'}`);
   }
+}
+
+/** Where trainer `i` is pinned, if it is. */
+function pinnedAt(pinning: TrainerCores, i: number): { core: number; taskset: string } | undefined {
+  const core = pinning.cores[i];
+  return core === undefined || pinning.taskset === undefined ? undefined : { core, taskset: pinning.taskset };
 }
 
 /** The file `tributary up` writes so `down` and `ps` find the cluster. */
@@ -154,18 +165,25 @@ class SupervisedService {
     private readonly extraEnv: Record<string, string>,
     private readonly onChange: () => void,
     private readonly urls: () => { natsUrl: string; redisUrl: string },
+    /** Where a pinned process runs: its core, and the `taskset` that starts it there. */
+    private readonly pinned?: { core: number; taskset: string },
   ) {
     const id = `${role}-${index}`;
     const log = join(opts.stateDir, 'logs', `${id}.log`);
     this.logStream = createWriteStream(log, { flags: 'a' });
     this.info = { role, index, id, pid: undefined, state: 'starting', restarts: 0, log };
+    if (pinned !== undefined) this.info.core = pinned.core;
   }
 
   /** Starts the process and resolves once it logged its readiness line. */
   start(): Promise<void> {
     this.lastStart = Date.now();
     const script = join(this.opts.root, 'dist', 'services', this.info.role, 'main.js');
-    const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, script], {
+    const node = [process.execPath, ...SERVICE_NODE_FLAGS, script];
+    // taskset sets the core and executes node in its place: the pid is node's.
+    const [command, ...args] =
+      this.pinned === undefined ? node : [this.pinned.taskset, '-c', String(this.pinned.core), ...node];
+    const child = spawn(command!, args, {
       cwd: this.opts.root,
       env: withServiceMalloc({
         ...inheritedEnv(this.opts.secure === true),
@@ -351,6 +369,8 @@ export class LocalCluster {
       say(`started redis-server on ${this.redis.url} (pid ${this.redis.child.pid})`);
     }
     this.writeFile();
+    const pinning = trainerCores(this.opts.pinTrainers ?? 'auto', this.opts.trainers);
+    say(pinning.line);
     const plan: [ServiceRole, number, (i: number) => Record<string, string>][] = [
       [
         'pserver',
@@ -373,6 +393,7 @@ export class LocalCluster {
             { ...(this.security ? serviceSecurityEnv(this.security, role) : {}), ...env(i), ...this.replicasEnv() },
             () => this.writeFile(),
             () => ({ natsUrl: this.natsUrl, redisUrl: this.serviceRedisUrl() }),
+            role === 'trainer' ? pinnedAt(pinning, i) : undefined,
           ),
       );
       this.services.push(...group);

@@ -1,0 +1,111 @@
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+
+/** Whether `tributary up` pins each trainer to a core of its own (`--pin-trainers`). */
+export type PinChoice = 'auto' | 'on' | 'off';
+
+export const PIN_CHOICES: readonly PinChoice[] = ['auto', 'on', 'off'];
+
+/** Thrown when `--pin-trainers on` cannot be honoured, naming why. */
+export class TrainerPinningError extends Error {
+  override readonly name = 'TrainerPinningError';
+}
+
+/**
+ * The CPUs of a Linux CPU list as the kernel writes it (`Cpus_allowed_list`: `0-3,8,10-11`), in
+ * order.
+ * @throws RangeError naming the list when it is not one.
+ */
+export function parseCpuList(list: string): number[] {
+  const cpus: number[] = [];
+  for (const part of list.trim().split(',')) {
+    const range = /^(\d+)(?:-(\d+))?$/.exec(part);
+    const first = Number(range?.[1]);
+    const last = range?.[2] === undefined ? first : Number(range[2]);
+    if (range === null || last < first) throw new RangeError(`"${list}" is not a CPU list (such as 0-3,8)`);
+    for (let cpu = first; cpu <= last; cpu++) cpus.push(cpu);
+  }
+  return cpus;
+}
+
+/** The CPUs this process may run on (Linux), or why they are not known. */
+export function allowedCpus(statusFile = '/proc/self/status'): number[] | { unknown: string } {
+  let status: string;
+  try {
+    status = readFileSync(statusFile, 'utf8');
+  } catch (err) {
+    return { unknown: `${statusFile} cannot be read (${(err as Error).message}): not Linux?` };
+  }
+  const line = /^Cpus_allowed_list:\s*(\S+)\s*$/m.exec(status);
+  if (line === null) return { unknown: `${statusFile} has no Cpus_allowed_list` };
+  return parseCpuList(line[1]!);
+}
+
+/** The path of `command` on `PATH`, if it is an executable there. */
+export function onPath(command: string, path = process.env['PATH'] ?? ''): string | undefined {
+  for (const dir of path.split(delimiter)) {
+    if (dir === '') continue;
+    const candidate = join(dir, command);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** What pinning takes of this machine: the CPUs this process may use, and `taskset`'s path. */
+export interface PinningHost {
+  cpus: number[] | { unknown: string };
+  taskset: string | undefined;
+}
+
+/** The core each trainer runs on (undefined: any), and a line that says so or why not. */
+export interface TrainerCores {
+  cores: (number | undefined)[];
+  /** `taskset`, which starts a trainer on its core; set when any is pinned. */
+  taskset?: string;
+  line: string;
+}
+
+/**
+ * Which core each of `trainers` trainers of a local cluster runs on. Each trainer's learner
+ * keeps its model, optimizer state and minibatch (about 2 MiB for the example MLP, an L2 cache's
+ * worth) hot in its core's caches; left to the scheduler, trainers move between cores as the
+ * parameter servers, the master and the evaluator wake, and find them cold. `auto` pins trainer
+ * i to the i-th CPU this process may use when there is one for each and more than one in all
+ * (everything else still runs anywhere); `on` pins them round-robin however many there are;
+ * `off` leaves them to the scheduler. Pinning takes `taskset` (util-linux) and Linux's CPU list.
+ *
+ * @throws TrainerPinningError for `on` when neither is there.
+ */
+export function trainerCores(
+  choice: PinChoice,
+  trainers: number,
+  host: PinningHost = { cpus: allowedCpus(), taskset: onPath('taskset') },
+): TrainerCores {
+  const { cpus, taskset } = host;
+  const floating = (why: string): TrainerCores => ({
+    cores: Array.from({ length: trainers }, () => undefined),
+    line: `trainers not pinned to cores: ${why}`,
+  });
+  if (choice === 'off') return floating('--pin-trainers off');
+  if (!Array.isArray(cpus) || taskset === undefined) {
+    const why = !Array.isArray(cpus) ? cpus.unknown : 'no taskset on PATH';
+    if (choice === 'on') throw new TrainerPinningError(`--pin-trainers on: ${why}`);
+    return floating(why);
+  }
+  if (choice === 'auto' && (cpus.length < 2 || trainers > cpus.length)) {
+    return floating(
+      `${trainers} trainer${trainers === 1 ? '' : 's'} on ${cpus.length} core${cpus.length === 1 ? '' : 's'}`,
+    );
+  }
+  const cores = Array.from({ length: trainers }, (_, i) => cpus[i % cpus.length]!);
+  return {
+    cores,
+    taskset,
+    line: `trainers pinned to cores ${cores.join(', ')} (--pin-trainers off lets them move)`,
+  };
+}
