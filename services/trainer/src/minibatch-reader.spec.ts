@@ -3,7 +3,13 @@ import { encodeExampleValues as encodeRecord } from '#libs/dataset';
 import { decodeBatch, type RecordLayout } from '#libs/learner';
 import { BadMagicError } from '#libs/recordio';
 import { TaskDataError } from './errors.js';
-import { MinibatchReader, type TaskChunk } from './minibatch-reader.js';
+import {
+  MinibatchReader,
+  type ChunkSource,
+  type MinibatchReaderOptions,
+  type TaskChunk,
+  type TaskData,
+} from './minibatch-reader.js';
 
 const LAYOUT: RecordLayout = {
   featureShape: [2],
@@ -28,6 +34,18 @@ function fakeChunks(sizes: number[]) {
   });
   const readChunk = async (file: string, offset: number) => ({ records: files.get(`${file}@${offset}`)! });
   return { chunks, readChunk, total: n };
+}
+
+/** A reader of minibatches of 2 over `readChunk` that records the offset of each chunk it reads. */
+function recordingReader(readChunk: ChunkSource, options: Partial<MinibatchReaderOptions> = {}) {
+  const asked: number[] = [];
+  const reader = new MinibatchReader({
+    batchSize: 2,
+    layout: LAYOUT,
+    ...options,
+    readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
+  });
+  return { reader, asked };
 }
 
 async function collect(reader: MinibatchReader, chunks: TaskChunk[], where = { epoch: 0, taskId: 0 }) {
@@ -254,13 +272,7 @@ describe('minibatch reader', () => {
   it('minibatch reader - a first chunk read ahead is used once, by the task that starts with it', async () => {
     for (const shuffle of [undefined, { seed: 3 }]) {
       const { chunks, readChunk } = fakeChunks([3, 2, 4]);
-      const asked: number[] = [];
-      const reader = new MinibatchReader({
-        batchSize: 2,
-        layout: LAYOUT,
-        shuffle,
-        readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
-      });
+      const { reader, asked } = recordingReader(readChunk, { shuffle });
       const expected = await labelOrder(new MinibatchReader({ batchSize: 2, layout: LAYOUT, shuffle, readChunk }), [
         chunks[1]!,
         chunks[2]!,
@@ -296,16 +308,22 @@ describe('minibatch reader', () => {
     return { busy, settle };
   }
 
+  /**
+   * Reads `next` ahead and has `reader` prepare it while the trainer waits, for `count` turns of
+   * the event loop; returns what ends the wait.
+   */
+  async function prepareDuringWait(reader: MinibatchReader, next: TaskData, count = 30): Promise<() => void> {
+    reader.readAhead(next);
+    const { busy, settle } = waitOn();
+    reader.prepareWhile(busy);
+    await turns(count);
+    return settle;
+  }
+
   it("minibatch reader - minibatches prepared while waiting are the next task's own, in order, each chunk read once", async () => {
     for (const shuffle of [undefined, { seed: 5 }]) {
       const { chunks, readChunk } = fakeChunks([3, 2, 4, 1]);
-      const asked: number[] = [];
-      const reader = new MinibatchReader({
-        batchSize: 2,
-        layout: LAYOUT,
-        shuffle,
-        readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
-      });
+      const { reader, asked } = recordingReader(readChunk, { shuffle });
       const next = { chunks: [chunks[1]!, chunks[2]!, chunks[3]!], epoch: 2, taskId: 7 };
       const expected = await collect(
         new MinibatchReader({ batchSize: 2, layout: LAYOUT, shuffle, readChunk }),
@@ -313,10 +331,7 @@ describe('minibatch reader', () => {
         next,
       );
 
-      reader.readAhead(next);
-      const { busy, settle } = waitOn();
-      reader.prepareWhile(busy);
-      await turns(50);
+      const settle = await prepareDuringWait(reader, next, 50);
       // Every chunk was read while waiting (the whole task fits the default budget).
       expect(asked).toEqual([100, 200, 300]);
       settle();
@@ -327,21 +342,13 @@ describe('minibatch reader', () => {
 
   it('minibatch reader - during a wait mid-task the rest of the task is prepared, then the next task', async () => {
     const { chunks, readChunk } = fakeChunks([2, 2, 2, 2]);
-    const asked: number[] = [];
-    const reader = new MinibatchReader({
-      batchSize: 2,
-      layout: LAYOUT,
-      readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
-    });
+    const { reader, asked } = recordingReader(readChunk);
     const task = { chunks: [chunks[0]!, chunks[1]!], epoch: 0, taskId: 0 };
     const next = { chunks: [chunks[2]!, chunks[3]!], epoch: 0, taskId: 1 };
     const batches = reader.batches(task);
     const first = await batches.next();
     expect([...first.value!.labels]).toEqual([0, 1]);
-    reader.readAhead(next);
-    const { busy, settle } = waitOn();
-    reader.prepareWhile(busy);
-    await turns(30);
+    const settle = await prepareDuringWait(reader, next);
     // The task's second chunk, the next task's first (read ahead) and its second.
     expect(asked).toEqual([0, 100, 200, 300]);
     settle();
@@ -354,18 +361,10 @@ describe('minibatch reader', () => {
 
   it('minibatch reader - preparing stops when the wait ends or the memory for it is full', async () => {
     const { chunks, readChunk } = fakeChunks([2, 2, 2, 2, 2, 2]);
-    const asked: number[] = [];
     const next = { chunks, epoch: 0, taskId: 1 };
-    const reader = (preparedBytes?: number) =>
-      new MinibatchReader({
-        batchSize: 2,
-        layout: LAYOUT,
-        preparedBytes,
-        readChunk: (file, offset) => (asked.push(offset), readChunk(file, offset)),
-      });
 
     // A wait already over prepares nothing: only the first chunk was read, by readAhead.
-    const over = reader();
+    const { reader: over, asked } = recordingReader(readChunk);
     over.readAhead(next);
     over.prepareWhile(Promise.resolve());
     await turns(30);
@@ -374,13 +373,9 @@ describe('minibatch reader', () => {
 
     // Room for two minibatches of 2 examples of 2 float32 features: two chunks, and the one
     // read ahead of the second.
-    asked.length = 0;
-    const small = reader(2 * 2 * 2 * 4);
-    small.readAhead(next);
-    const { busy, settle } = waitOn();
-    small.prepareWhile(busy);
-    await turns(30);
-    expect(asked).toEqual([0, 100, 200]);
+    const { reader: small, asked: askedSmall } = recordingReader(readChunk, { preparedBytes: 2 * 2 * 2 * 4 });
+    const settle = await prepareDuringWait(small, next);
+    expect(askedSmall).toEqual([0, 100, 200]);
     settle();
     expect(await labelOrder(small, chunks, next)).toEqual(Array.from({ length: 12 }, (_, n) => n));
   });
@@ -392,10 +387,7 @@ describe('minibatch reader', () => {
       const reader = fresh();
       const planned = { chunks: [chunks[1]!, chunks[2]!], epoch: 0, taskId: 1 };
       const instead = { chunks: [chunks[0]!], epoch: 0, taskId: 2 };
-      reader.readAhead(planned);
-      const { busy, settle } = waitOn();
-      reader.prepareWhile(busy);
-      await turns(20);
+      const settle = await prepareDuringWait(reader, planned, 20);
       settle();
       expect(await collect(reader, instead.chunks, instead)).toEqual(await collect(fresh(), instead.chunks, instead));
       // The same chunks as another task (another epoch): their own order, not the prepared one.
@@ -415,10 +407,7 @@ describe('minibatch reader', () => {
       },
     });
     const next = { chunks, epoch: 0, taskId: 0 };
-    reader.readAhead(next);
-    const { busy, settle } = waitOn();
-    reader.prepareWhile(busy);
-    await turns(20);
+    const settle = await prepareDuringWait(reader, next, 20);
     settle();
     const labels: number[] = [];
     const err = await (async () => {
