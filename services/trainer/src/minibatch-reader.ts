@@ -296,8 +296,9 @@ export class MinibatchReader {
     // The task read ahead comes now, or never (see `checkedChunks`).
     this.nextTask = undefined;
     this.current?.stop();
-    if (prepared !== undefined && !sameTask(prepared.task, task)) prepared.drop();
-    this.current = prepared !== undefined && sameTask(prepared.task, task) ? prepared : this.stream(task);
+    const ready = prepared !== undefined && sameTask(prepared.task, task) ? prepared : undefined;
+    if (ready === undefined) prepared?.drop();
+    this.current = ready ?? this.stream(task);
     return this.current.batches();
   }
 
