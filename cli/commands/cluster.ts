@@ -203,6 +203,8 @@ export interface PsRow {
   role: string;
   id: string;
   pid: number | null;
+  /** The CPUs it may run on, as a Linux CPU list (`0`: a trainer pinned to core 0); '' if unknown. */
+  cpus: string;
   host: string;
   state: string;
   job: string;
@@ -245,6 +247,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
     role: m.role,
     id: m.id,
     pid: m.pid,
+    cpus: m.cpus ?? '',
     host: m.host,
     state: m.state,
     job: m.jobId ?? '',
@@ -265,6 +268,7 @@ function psRows(members: MemberStatus[], local: ClusterFile | undefined): PsRow[
       role: s.role,
       id: s.id,
       pid: s.pid ?? null,
+      cpus: s.core === undefined ? '' : String(s.core),
       host: 'local',
       state: s.state,
       job: '',
@@ -296,6 +300,7 @@ async function ps(io: CliIo, flags: { json?: boolean; nats?: string }): Promise<
     'ROLE',
     'ID',
     'PID',
+    'CPUS',
     'STATE',
     'JOB',
     'TASK',
@@ -315,6 +320,7 @@ async function ps(io: CliIo, flags: { json?: boolean; nats?: string }): Promise<
       r.role,
       r.id,
       r.pid === null ? '' : String(r.pid),
+      r.cpus,
       r.state,
       r.job,
       r.task,

@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
+import { allowedCpus, formatCpuList } from '#libs/config';
 import { trainerCores, type LocalCluster } from '#libs/local-cluster';
 import { loadLayersModelFromDir } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
@@ -151,8 +152,22 @@ describe('training job, end to end', () => {
       const env = { NATS_URL: servers.nats.url, TRIBUTARY_STATE_DIR: join(servers.dir, 'cluster') };
       const ps = await runCli(['ps', '--json'], { env });
       expect(ps.code).toBe(0);
-      const roles = (JSON.parse(ps.stdout) as { role: string }[]).map((r) => r.role).sort();
-      expect(roles).toEqual(['evaluator', 'master', 'pserver', 'pserver', 'trainer', 'trainer']);
+      const rows = JSON.parse(ps.stdout) as { role: string; pid: number; cpus: string }[];
+      expect(rows.map((r) => r.role).sort()).toEqual([
+        'evaluator',
+        'master',
+        'pserver',
+        'pserver',
+        'trainer',
+        'trainer',
+      ]);
+      // Each says where it may run: a pinned trainer its core, the rest every CPU there is here.
+      const cores = new Map(cluster.list().map((s) => [s.pid, s.core]));
+      const everywhere = formatCpuList(allowedCpus() as number[]);
+      for (const row of rows) {
+        const core = row.role === 'trainer' ? cores.get(row.pid) : undefined;
+        expect(row.cpus).toBe(core === undefined ? everywhere : String(core));
+      }
 
       const good = join(servers.dir, 'cli-job.json');
       writeFileSync(good, JSON.stringify(tinyJobSpec('cli-job', data, join(servers.dir, 'out-cli'))));

@@ -10,6 +10,7 @@ export {
 } from './nats-client-config.js';
 export { redactedUrl } from './redacted-url.js';
 export { advertisedAddress } from './advertised-address.js';
+export { allowedCpus, formatCpuList, parseCpuList } from './cpu-affinity.js';
 export type { EnvCheck, EnvField, EnvSpec } from './env-config.js';
 export type { NatsClientConfig, NatsUrlCredentials } from './nats-client-config.js';
 export {

@@ -36,7 +36,7 @@ export {
   withServiceMalloc,
 } from './service-node-flags.js';
 export type { ClusterFile, ClusterOptions, ServiceProcessInfo, ServiceRole } from './cluster-supervisor.js';
-export { PIN_CHOICES, TrainerPinningError, allowedCpus, parseCpuList, trainerCores } from './trainer-cores.js';
+export { PIN_CHOICES, TrainerPinningError, trainerCores } from './trainer-cores.js';
 export type { PinChoice, PinningHost, TrainerCores } from './trainer-cores.js';
 export {
   REDIS_CLUSTER_USER,

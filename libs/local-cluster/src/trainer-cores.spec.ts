@@ -1,33 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TrainerPinningError, allowedCpus, onPath, parseCpuList, trainerCores } from './trainer-cores.js';
+import { TrainerPinningError, onPath, trainerCores } from './trainer-cores.js';
 
 describe('trainer cores', () => {
-  it('trainer cores - a CPU list reads as the kernel writes it; anything else is named', () => {
-    expect(parseCpuList('0')).toEqual([0]);
-    expect(parseCpuList('0-3,8,10-11\n')).toEqual([0, 1, 2, 3, 8, 10, 11]);
-    for (const bad of ['', '1-', 'a', '3-1', '0,,1', '-2']) {
-      expect(() => parseCpuList(bad)).toThrow(`"${bad}" is not a CPU list`);
-    }
-  });
-
-  it("trainer cores - the CPUs come from the process's status file, or say why they cannot", () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tributary-cpus-'));
-    try {
-      const status = join(dir, 'status');
-      writeFileSync(status, 'Name:\tnode\nCpus_allowed:\t0f\nCpus_allowed_list:\t2-3,6\nMems_allowed:\t1\n');
-      expect(allowedCpus(status)).toEqual([2, 3, 6]);
-      writeFileSync(status, 'Name:\tnode\n');
-      expect(allowedCpus(status)).toEqual({ unknown: `${status} has no Cpus_allowed_list` });
-      expect(allowedCpus(join(dir, 'missing'))).toEqual({
-        unknown: expect.stringContaining('cannot be read') as string,
-      });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
   it('trainer cores - auto pins one trainer per core when there is a core for each, and says so', () => {
     expect(trainerCores('auto', 2, { cpus: [0, 1], taskset: '/usr/bin/taskset' })).toEqual({
       cores: [0, 1],

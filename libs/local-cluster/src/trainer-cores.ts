@@ -1,5 +1,6 @@
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
+import { allowedCpus } from '#libs/config';
 
 /** Whether `tributary up` pins each trainer to a core of its own (`--pin-trainers`). */
 export type PinChoice = 'auto' | 'on' | 'off';
@@ -9,36 +10,6 @@ export const PIN_CHOICES: readonly PinChoice[] = ['auto', 'on', 'off'];
 /** Thrown when `--pin-trainers on` cannot be honoured, naming why. */
 export class TrainerPinningError extends Error {
   override readonly name = 'TrainerPinningError';
-}
-
-/**
- * The CPUs of a Linux CPU list as the kernel writes it (`Cpus_allowed_list`: `0-3,8,10-11`), in
- * order.
- * @throws RangeError naming the list when it is not one.
- */
-export function parseCpuList(list: string): number[] {
-  const cpus: number[] = [];
-  for (const part of list.trim().split(',')) {
-    const range = /^(\d+)(?:-(\d+))?$/.exec(part);
-    const first = Number(range?.[1]);
-    const last = range?.[2] === undefined ? first : Number(range[2]);
-    if (range === null || last < first) throw new RangeError(`"${list}" is not a CPU list (such as 0-3,8)`);
-    for (let cpu = first; cpu <= last; cpu++) cpus.push(cpu);
-  }
-  return cpus;
-}
-
-/** The CPUs this process may run on (Linux), or why they are not known. */
-export function allowedCpus(statusFile = '/proc/self/status'): number[] | { unknown: string } {
-  let status: string;
-  try {
-    status = readFileSync(statusFile, 'utf8');
-  } catch (err) {
-    return { unknown: `${statusFile} cannot be read (${(err as Error).message}): not Linux?` };
-  }
-  const line = /^Cpus_allowed_list:\s*(\S+)\s*$/m.exec(status);
-  if (line === null) return { unknown: `${statusFile} has no Cpus_allowed_list` };
-  return parseCpuList(line[1]!);
 }
 
 /** The path of `command` on `PATH`, if it is an executable there. */

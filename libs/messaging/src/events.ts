@@ -128,6 +128,11 @@ export interface MemberStatus {
   kernels?: string;
   samplesPerSecond?: number;
   /**
+   * The CPUs the process may run on, as a Linux CPU list (`0-3,8`): one core for a trainer that
+   * `tributary up` pinned (or `taskset` started); absent where the system does not say.
+   */
+  cpus?: string;
+  /**
    * Where a step's time goes: mean milliseconds per step of each phase since the previous
    * update (trainer: `wait`, `decode`, `load`, `train`, `getUpdate`, `push`, `idle`; pserver:
    * `barrier`, `update`).

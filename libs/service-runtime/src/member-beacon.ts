@@ -1,4 +1,5 @@
 import type { KV } from '@nats-io/kv';
+import { allowedCpus, formatCpuList } from '#libs/config';
 import { encodeJson, type MemberStatus } from '#libs/messaging';
 
 /** How often a process refreshes its member entry (well under the bucket's TTL). */
@@ -6,7 +7,9 @@ export const MEMBER_REFRESH_MS = 3_000;
 
 /**
  * Keeps a process's status fresh in the members bucket so `tributary ps` and the master see it;
- * the entry lapses by itself when the process dies.
+ * the entry lapses by itself when the process dies. Each periodic refresh says which CPUs the
+ * process may run on as it is then (`cpus`), so a process moved with `taskset -p` shows where it
+ * went.
  */
 export class MemberBeacon {
   private timer?: NodeJS.Timeout;
@@ -15,6 +18,8 @@ export class MemberBeacon {
   constructor(
     private readonly members: KV,
     base: Omit<MemberStatus, 'at' | 'state'> & { state?: string },
+    /** Where the CPUs come from: the process's own by default. */
+    private readonly cpus: () => number[] | { unknown: string } = allowedCpus,
   ) {
     this.status = { state: 'idle', ...base, at: new Date().toISOString() };
   }
@@ -32,8 +37,8 @@ export class MemberBeacon {
 
   /** Starts periodic refreshes. */
   start(): void {
-    this.publish();
-    this.timer = setInterval(() => this.publish(), MEMBER_REFRESH_MS);
+    this.refresh();
+    this.timer = setInterval(() => this.refresh(), MEMBER_REFRESH_MS);
     this.timer.unref();
   }
 
@@ -43,8 +48,24 @@ export class MemberBeacon {
     await this.members.delete(this.key).catch(() => undefined);
   }
 
+  /** Publishes the status with the CPUs read again (only here: `update` may come often). */
+  private refresh(): void {
+    this.status.cpus = this.cpuList();
+    this.publish();
+  }
+
   private publish(): void {
     this.status.at = new Date().toISOString();
     this.members.put(this.key, encodeJson(this.status)).catch(() => undefined);
+  }
+
+  /** The CPUs as a list, or undefined where they are not known (or not read as a list). */
+  private cpuList(): string | undefined {
+    try {
+      const cpus = this.cpus();
+      return Array.isArray(cpus) ? formatCpuList(cpus) : undefined;
+    } catch {
+      return undefined;
+    }
   }
 }
