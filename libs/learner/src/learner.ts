@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
+import { DenseStack } from './dense-stack.js';
 import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
 import { createLossHead, type LossHead } from './loss-head.js';
 import type { LearnerSpec, RecordLayout } from './model-spec.js';
@@ -123,6 +124,8 @@ interface Built {
   layout: RecordLayout;
   /** `delta` mode: the optimizer of the local steps; undefined for plain SGD. */
   localOptimizer: LocalOptimizer | undefined;
+  /** Set when the model is a chain of Dense layers, whose gradients are taken by hand. */
+  denseStack: DenseStack | undefined;
 }
 
 /**
@@ -169,13 +172,15 @@ export class TfjsLearner implements Learner {
     this.shutdown();
     const model = await buildModel(spec);
     const head = createLossHead(model, spec.layout);
+    const params = namedTrainableVariables(model);
     this.built = {
       model,
       head,
-      params: namedTrainableVariables(model),
+      params,
       inputShape: modelInputShape(model, spec.layout),
       layout: spec.layout,
       localOptimizer: this.mode === 'delta' ? this.makeLocalOptimizer?.() : undefined,
+      denseStack: DenseStack.of(head, params, spec.layout.numClasses),
     };
     this.startUpdate();
   }
@@ -236,6 +241,7 @@ export class TfjsLearner implements Learner {
     const { value, grads } = tf.tidy(() => {
       const x = this.featuresTensor(batch, built);
       const y = this.labelsTensor(batch, built);
+      if (built.denseStack?.usable) return built.denseStack.lossAndGradients(x, y);
       const result = tf.variableGrads(() => {
         const outputs = built.head.lossModel.apply(x, { training: true }) as tf.Tensor;
         return built.head.meanLoss(outputs, y);

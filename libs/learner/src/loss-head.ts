@@ -111,7 +111,7 @@ export function crossEntropyFromLogits(logits: tf.Tensor, labels: tf.Tensor1D, n
 }
 
 /** Backends that keep tensors in host memory, where reading a small one back costs a copy. */
-const HOST_MEMORY_BACKENDS: ReadonlySet<string> = new Set(['cpu', 'wasm']);
+export const HOST_MEMORY_BACKENDS: ReadonlySet<string> = new Set(['cpu', 'wasm']);
 
 /**
  * The mean over the batch of {@link crossEntropyFromLogits}. On a backend that keeps tensors in
@@ -131,34 +131,50 @@ export function meanCrossEntropyFromLogits(logits: tf.Tensor, labels: tf.Tensor1
     const x = args[0] as tf.Tensor;
     const save = args[1] as tf.GradSaveFunc;
     const [rows, columns] = x.shape as [number, number];
-    if (columns !== numClasses) {
-      throw new Error(`the model gives ${columns} logits per example, the layout has ${numClasses} classes`);
-    }
-    const values = x.dataSync();
-    const gradient = new Float32Array(rows * columns);
-    /** One row's exp(logit - max), in float64 as the sums that use them. */
-    const exps = new Float64Array(columns);
-    let total = 0;
-    for (let r = 0; r < rows; r++) {
-      const row = r * columns;
-      let max = -Infinity;
-      for (let c = 0; c < columns; c++) max = Math.max(max, values[row + c]!);
-      let sum = 0;
-      for (let c = 0; c < columns; c++) {
-        const e = Math.exp(values[row + c]! - max);
-        exps[c] = e;
-        sum += e;
-      }
-      const label = classes[r]!;
-      total += Math.log(sum) + max - values[row + label]!;
-      for (let c = 0; c < columns; c++) gradient[row + c] = (exps[c]! / sum - (c === label ? 1 : 0)) / rows;
-    }
+    const { mean, gradient } = crossEntropyWithGradient(x.dataSync(), classes, rows, columns, numClasses);
     const perValue = tf.tensor2d(gradient, [rows, columns]);
     save([perValue]);
     return {
-      value: tf.scalar(total / rows),
+      value: tf.scalar(mean),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.mul(dy, saved[0]!),
     };
   });
   return loss(logits) as tf.Scalar;
+}
+
+/**
+ * The mean sparse categorical cross-entropy of `rows` x `columns` logits (row-major) against
+ * class indices, and its gradient with respect to the logits, `(softmax(logits) -
+ * oneHot(labels)) / rows`, computed in JavaScript (float64 sums).
+ * @throws Error when a row does not hold `numClasses` logits.
+ */
+export function crossEntropyWithGradient(
+  values: ArrayLike<number>,
+  classes: ArrayLike<number>,
+  rows: number,
+  columns: number,
+  numClasses: number,
+): { mean: number; gradient: Float32Array } {
+  if (columns !== numClasses) {
+    throw new Error(`the model gives ${columns} logits per example, the layout has ${numClasses} classes`);
+  }
+  const gradient = new Float32Array(rows * columns);
+  /** One row's exp(logit - max), in float64 as the sums that use them. */
+  const exps = new Float64Array(columns);
+  let total = 0;
+  for (let r = 0; r < rows; r++) {
+    const row = r * columns;
+    let max = -Infinity;
+    for (let c = 0; c < columns; c++) max = Math.max(max, values[row + c]!);
+    let sum = 0;
+    for (let c = 0; c < columns; c++) {
+      const e = Math.exp(values[row + c]! - max);
+      exps[c] = e;
+      sum += e;
+    }
+    const label = classes[r]!;
+    total += Math.log(sum) + max - values[row + label]!;
+    for (let c = 0; c < columns; c++) gradient[row + c] = (exps[c]! / sum - (c === label ? 1 : 0)) / rows;
+  }
+  return { mean: total / rows, gradient };
 }
