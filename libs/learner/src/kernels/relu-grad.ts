@@ -50,7 +50,7 @@ export function tfjsReluGradient(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
 }
 
 /** `dy * step(x)`: by our kernel where {@link usesOurKernel} says so, else by TF.js's expression. */
-function reluGradOf(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
+export function reluGradOf(dy: tf.Tensor, x: tf.Tensor): tf.Tensor {
   return usesOurKernel(dy, x)
     ? (tf.engine().runKernel(RELU_GRAD_KERNEL, { dy, x }) as tf.Tensor)
     : tfjsReluGradient(dy, x);
