@@ -18,7 +18,7 @@ import {
 import { waitForEvent } from '../support/job-events.js';
 import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
-import { startService, type RunningService } from '../support/service-process.js';
+import { READY_LINE, type RunningService, startService } from '../support/service-process.js';
 import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
 
 /*
@@ -205,7 +205,7 @@ describe('elastic trainers, end to end', () => {
     async () => {
       const jobId = 'elastic-min-max';
       const first = startTrainer('et-first');
-      await first.waitFor(/ready/, 60_000);
+      await first.waitFor(READY_LINE, 60_000);
       await submit(jobId, { trainers: { min: 2, max: 2 } });
 
       // One trainer of the two needed: the job waits, and its status says so.
@@ -216,7 +216,7 @@ describe('elastic trainers, end to end', () => {
 
       const second = startTrainer('et-second');
       const third = startTrainer('et-third');
-      await Promise.all([second.waitFor(/ready/, 60_000), third.waitFor(/ready/, 60_000)]);
+      await Promise.all([second.waitFor(READY_LINE, 60_000), third.waitFor(READY_LINE, 60_000)]);
       await eventually(async () => (await master.jobStatus(jobId)).state === 'running');
 
       // Three trainers, two admitted at a time: one of them is turned away and waits.
@@ -235,7 +235,7 @@ describe('elastic trainers, end to end', () => {
       const jobId = 'elastic-join';
       const master = new MasterClient(nc, 'elastic-test');
       const early = startTrainer('et-early');
-      await early.waitFor(/ready/, 60_000);
+      await early.waitFor(READY_LINE, 60_000);
       // Long enough for any machine: stopped by hand below.
       await submit(jobId, {}, 1_000);
       await nextClaim(jobId, 'et-early');
@@ -268,7 +268,7 @@ describe('elastic trainers, end to end', () => {
       const jobId = 'elastic-sigterm';
       const stays = startTrainer('et-stays');
       const leaves = startTrainer('et-leaves');
-      await Promise.all([stays.waitFor(/ready/, 60_000), leaves.waitFor(/ready/, 60_000)]);
+      await Promise.all([stays.waitFor(READY_LINE, 60_000), leaves.waitFor(READY_LINE, 60_000)]);
       // Minibatches of one: 128 of them a task, each a synchronous step, so that the task is still
       // under way 200 ms after its claim (one of 32 minibatches of 4 could end within them).
       await submit(jobId, {
@@ -313,7 +313,7 @@ describe('elastic trainers, end to end', () => {
       const jobId = 'elastic-sigkill';
       const survivor = startTrainer('et-survivor');
       const victim = startTrainer('et-victim');
-      await Promise.all([survivor.waitFor(/ready/, 60_000), victim.waitFor(/ready/, 60_000)]);
+      await Promise.all([survivor.waitFor(READY_LINE, 60_000), victim.waitFor(READY_LINE, 60_000)]);
       await submit(jobId);
 
       await nextClaim(jobId, 'et-victim');

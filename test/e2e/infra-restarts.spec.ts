@@ -8,7 +8,7 @@ import { waitForEvent } from '../support/job-events.js';
 import { restartServer } from '../support/server-restart.js';
 import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
-import { startService, type RunningService } from '../support/service-process.js';
+import { READY_LINE, type RunningService, startService } from '../support/service-process.js';
 import {
   scoreExportedModel,
   tinyJobSpec,
@@ -38,6 +38,21 @@ describe('infrastructure restarts, end to end', () => {
       LOG_LEVEL: 'log',
     });
   const logsDir = () => join(servers.dir, 'cluster', 'logs');
+  /**
+   * `waiting`, failing with the evaluator's latest output added: it runs outside the cluster, so
+   * its log is in no file, and a job that never ends is most often an evaluator that stopped.
+   */
+  async function withEvaluatorOutput<T>(waiting: Promise<T>): Promise<T> {
+    try {
+      return await waiting;
+    } catch (err) {
+      const exit = evaluator.child.exitCode ?? evaluator.child.signalCode;
+      (err as Error).message +=
+        `\nthe evaluator ${exit === null ? 'is running' : `exited (${exit})`}; its output ends:\n` +
+        evaluator.output().slice(-4_000);
+      throw err;
+    }
+  }
 
   beforeAll(async () => {
     servers = await startTestServers();
@@ -47,7 +62,7 @@ describe('infrastructure restarts, end to end', () => {
     cluster = testCluster(servers, { evaluators: 0, env: { PSERVER_LEASE_TTL_MS: '30000' } });
     await cluster.start();
     evaluator = startEvaluator();
-    await evaluator.waitFor(/ready/, 60_000);
+    await evaluator.waitFor(READY_LINE, 60_000);
     nc = await connectNats(servers.nats.url, 'e2e-test');
   }, 120_000);
 
@@ -73,10 +88,12 @@ describe('infrastructure restarts, end to end', () => {
     accounting.start();
     let events: JobEvent[];
     try {
-      await waitForEvent(nc, jobId, (e) => e.type === 'epoch' && e.epoch >= 1, JOB_TIMEOUT_MS);
+      await withEvaluatorOutput(waitForEvent(nc, jobId, (e) => e.type === 'epoch' && e.epoch >= 1, JOB_TIMEOUT_MS));
       const disruptedAt = new Date().toISOString();
       await disrupt();
-      events = await waitForEvent(nc, jobId, (e) => e.type === 'model-exported' || e.type === 'failed', JOB_TIMEOUT_MS);
+      events = await withEvaluatorOutput(
+        waitForEvent(nc, jobId, (e) => e.type === 'model-exported' || e.type === 'failed', JOB_TIMEOUT_MS),
+      );
       // The job kept going after the restart: epochs finished after it.
       expect(events.filter((e) => e.type === 'epoch' && e.at > disruptedAt).length).toBeGreaterThan(0);
     } finally {
@@ -202,7 +219,7 @@ describe('infrastructure restarts, end to end', () => {
       let bestBefore: number;
       let killedAt: string;
       try {
-        const first = await waitForEvent(nc, jobId, (e) => e.type === 'metrics', JOB_TIMEOUT_MS);
+        const first = await withEvaluatorOutput(waitForEvent(nc, jobId, (e) => e.type === 'metrics', JOB_TIMEOUT_MS));
         bestBefore = (first.at(-1) as Extract<JobEvent, { type: 'metrics' }>).best;
         expect(bestBefore).toBeLessThan(0.9);
         // What it learnt is on disk before it is killed.
@@ -215,11 +232,8 @@ describe('infrastructure restarts, end to end', () => {
         evaluator = startEvaluator();
         await evaluator.waitFor(/resumed from the best checkpoint/, 60_000);
 
-        events = await waitForEvent(
-          nc,
-          jobId,
-          (e) => e.type === 'model-exported' || e.type === 'failed',
-          JOB_TIMEOUT_MS,
+        events = await withEvaluatorOutput(
+          waitForEvent(nc, jobId, (e) => e.type === 'model-exported' || e.type === 'failed', JOB_TIMEOUT_MS),
         );
       } finally {
         await accounting.stop();

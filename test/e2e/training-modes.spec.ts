@@ -14,7 +14,7 @@ import { JobAccountingWatch } from '../support/job-accounting.js';
 import { waitForEvent } from '../support/job-events.js';
 import { testCluster } from '../support/test-cluster.js';
 import { startTestServers, type TestServers } from '../support/servers.js';
-import { startService, type RunningService } from '../support/service-process.js';
+import { READY_LINE, type RunningService, startService } from '../support/service-process.js';
 import { tinyJobSpec, writeTinyDataset, type TinyDataset } from '../support/tiny-dataset.js';
 
 /*
@@ -63,7 +63,7 @@ describe('training modes, end to end', () => {
         claims.push(decodeJsonObject(m.subject, m.data) as unknown as TaskClaim);
       },
     });
-    await Promise.all([startTrainer(), startTrainer()].map((t) => t.service.waitFor(/ready/, 60_000)));
+    await Promise.all([startTrainer(), startTrainer()].map((t) => t.service.waitFor(READY_LINE, 60_000)));
   }, 120_000);
 
   afterAll(async () => {

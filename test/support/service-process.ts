@@ -7,6 +7,12 @@ import { SERVICE_NODE_FLAGS, withServiceMalloc } from '#libs/local-cluster';
 /** Repository root, from the test's working directory. */
 export const ROOT = process.cwd();
 
+/**
+ * A service's ready line (`evaluator evaluator-e2e ready (NATS ...)`), logged once it is up. Not
+ * `/ready/`, which the earlier line naming `/readyz` matches before the service has connected.
+ */
+export const READY_LINE = /\bready\b/;
+
 /** A service started from the compiled output, as `nest start <role>` would. */
 export interface RunningService {
   child: ChildProcess;
