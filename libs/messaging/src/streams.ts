@@ -158,6 +158,28 @@ export async function openBuckets(nc: NatsConnection, replicas = 1): Promise<Buc
 }
 
 /**
+ * JetStream's refusals of a stream's creation when another client created the same stream at the
+ * same moment: its name already in use (10058), or, when the two creations crossed inside the
+ * server, its subjects overlapping those of the stream just made (10065).
+ */
+const CREATED_MEANWHILE: ReadonlySet<number> = new Set([10058, 10065]);
+
+/**
+ * Runs `create` (a bucket's creation, which checks for the bucket and then adds it), and once
+ * more when the server refused the add because another process created the same bucket between
+ * the check and the add, as every service does at start: the second call finds it and opens it.
+ * @throws what `create` threw otherwise, or what it threw the second time.
+ */
+export async function onceMoreIfCreatedMeanwhile<T>(create: () => Promise<T>): Promise<T> {
+  try {
+    return await create();
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError) || !CREATED_MEANWHILE.has(err.code)) throw err;
+    return create();
+  }
+}
+
+/**
  * Opens (creating if missing) one of Tributary's KV buckets with `replicas` copies (history 1,
  * entries living `ttlMs` when given); an existing bucket with another count is changed to it.
  * @throws JetStreamNotClusteredError for more than one replica on a server outside a cluster.
@@ -166,11 +188,8 @@ export async function openBuckets(nc: NatsConnection, replicas = 1): Promise<Buc
 export async function openBucket(nc: NatsConnection, bucket: string, replicas = 1, ttlMs?: number): Promise<KV> {
   checkClustered(nc, replicas);
   return whileJetStreamSettles(async () => {
-    const kv = await new Kvm(nc).create(bucket, {
-      history: 1,
-      replicas,
-      ...(ttlMs === undefined ? {} : { ttl: ttlMs }),
-    });
+    const options = { history: 1, replicas, ...(ttlMs === undefined ? {} : { ttl: ttlMs }) };
+    const kv = await onceMoreIfCreatedMeanwhile(() => new Kvm(nc).create(bucket, options));
     await reconcileReplicas(await jetstreamManager(nc), `KV_${bucket}`, replicas);
     return kv;
   });
