@@ -45,6 +45,8 @@ describe('elastic trainers, end to end', () => {
   let reports: TaskReport[];
   let taps: Subscription[];
   const trainers: RunningService[] = [];
+  /** Jobs submitted by the test under way: one a failed test left running is stopped after it. */
+  const submitted: string[] = [];
 
   beforeAll(async () => {
     servers = await startTestServers();
@@ -72,6 +74,11 @@ describe('elastic trainers, end to end', () => {
   }, 120_000);
 
   afterEach(async () => {
+    const master = new MasterClient(nc, 'elastic-test');
+    for (const jobId of submitted.splice(0)) {
+      const { state } = await master.jobStatus(jobId);
+      if (state === 'running' || state === 'waiting') await master.stopJob(jobId);
+    }
     await Promise.all(trainers.splice(0).map(stopTrainer));
   }, 60_000);
 
@@ -114,6 +121,7 @@ describe('elastic trainers, end to end', () => {
       ...overrides,
     });
     await new MasterClient(nc, 'elastic-test').submitJob(spec);
+    submitted.push(id);
   }
 
   async function member(id: string): Promise<MemberStatus | undefined> {
@@ -153,7 +161,7 @@ describe('elastic trainers, end to end', () => {
   }
 
   /** Whether the trainer `trainerId` reported `claim`'s task done at some time in that epoch. */
-  function didTask(jobId: string, trainerId: string, claim: TaskClaim): boolean {
+  function didTask(jobId: string, trainerId: string, claim: Pick<TaskClaim, 'taskId' | 'epoch'>): boolean {
     return reports.some(
       (r) =>
         r.jobId === jobId &&
@@ -294,7 +302,13 @@ describe('elastic trainers, end to end', () => {
       for (const h of held) {
         expect(reported(h)).toMatchObject({ outcome: 'returned', taskId: h.taskId, epoch: h.epoch });
       }
-      expect(reports.filter((r) => r.jobId === jobId && r.outcome === 'returned')).toHaveLength(held.length);
+      // Beside the tasks it held, the one report that may come back is a task message its pull
+      // ahead took after the signal: handed back at once, never claimed.
+      const returned = reports.filter((r) => r.jobId === jobId && r.outcome === 'returned');
+      const unclaimed = returned.filter((r) => !held.some((h) => h.dispatchId === r.dispatchId));
+      expect(returned.every((r) => r.trainerId === 'et-leaves')).toBe(true);
+      expect(unclaimed.length).toBeLessThanOrEqual(1);
+      for (const r of unclaimed) expect(claims.some((c) => c.dispatchId === r.dispatchId)).toBe(false);
       // Gone from the members bucket at once (not after its TTL).
       expect(await member('et-leaves')).toBeUndefined();
 
@@ -302,7 +316,7 @@ describe('elastic trainers, end to end', () => {
       // Handed back, each task was re-queued with no failure counted and no timeout waited for,
       // and the trainer that stayed did it.
       expect(events.filter((e) => e.type === 'task-retried')).toEqual([]);
-      for (const h of held) expect(didTask(jobId, 'et-stays', h)).toBe(true);
+      for (const r of returned) expect(didTask(jobId, 'et-stays', r)).toBe(true);
     },
     TEST_TIMEOUT_MS,
   );
