@@ -119,6 +119,11 @@ export async function exampleMinibatches(count: number, batchSize: number): Prom
   );
 }
 
+/** `examples/fashion-mnist-mlp.json` as it is. */
+export function exampleSpec(): Record<string, unknown> {
+  return JSON.parse(readFileSync(join(ROOT, 'examples', 'fashion-mnist-mlp.json'), 'utf8')) as Record<string, unknown>;
+}
+
 /**
  * `examples/fashion-mnist-mlp.json` as job `id`, reading the converted data set and writing
  * under `outputDir`, with `changes` merged over its top-level fields.
@@ -133,10 +138,7 @@ export function exampleJob(
       `no Fashion-MNIST RecordIO in ${FASHION_DIR}; run: npx tributary dataset convert fashion-mnist --out data/fashion-mnist`,
     );
   }
-  const example = JSON.parse(readFileSync(join(ROOT, 'examples', 'fashion-mnist-mlp.json'), 'utf8')) as Record<
-    string,
-    unknown
-  >;
+  const example = exampleSpec();
   delete example['$schema'];
   const dataset = example['dataset'] as Record<string, unknown>;
   return {
