@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { encodeExampleValues as encodeRecord } from '#libs/dataset';
-import { decodeBatch, type RecordLayout } from '#libs/learner';
+import { decodeBatch, type Batch, type RecordLayout } from '#libs/learner';
 import { BadMagicError } from '#libs/recordio';
 import { TaskDataError } from './errors.js';
 import {
@@ -207,6 +207,43 @@ describe('minibatch reader', () => {
     const batches = await collect(new MinibatchReader({ batchSize: 4, layout: LAYOUT, readChunk }), chunks);
     expect(batches.map((b) => b.size)).toEqual([4, 4, 2]);
     expect(batches[1]!.labels).toEqual([4, 5, 6, 7]);
+  });
+
+  it('minibatch reader - arrays the loop is through with are filled again, never the last three handed out', async () => {
+    for (const shuffle of [undefined, { seed: 5 }]) {
+      const { chunks, readChunk } = fakeChunks([9, 12, 11]);
+      const reader = new MinibatchReader({ batchSize: 2, layout: LAYOUT, readChunk, shuffle });
+      const buffers = new Set<ArrayBufferLike>();
+      let handedOut = 0;
+      for (const taskId of [0, 1]) {
+        const held: { batch: Batch; labels: number[]; features: number[] }[] = [];
+        for await (const batch of reader.batches({ chunks, epoch: 0, taskId })) {
+          handedOut += 1;
+          held.push({ batch, labels: [...batch.labels], features: [...batch.features] });
+          buffers.add(batch.features.buffer);
+          // What the loop may still hold: this one, the one it trains, the one whose push is out.
+          for (const h of held.slice(-3)) {
+            expect([...h.batch.labels]).toEqual(h.labels);
+            expect([...h.batch.features]).toEqual(h.features);
+          }
+        }
+      }
+      // 32 records a task, 16 minibatches, out of four arrays: the one filled while the loop
+      // holds three.
+      expect(handedOut).toBe(32);
+      expect(buffers.size).toBe(4);
+    }
+  });
+
+  it('minibatch reader - a task that starts takes back every array the last one handed out', async () => {
+    const { chunks, readChunk } = fakeChunks([6]);
+    const reader = new MinibatchReader({ batchSize: 2, layout: LAYOUT, readChunk });
+    const first: Batch[] = [];
+    for await (const batch of reader.batches({ chunks, epoch: 0, taskId: 0 })) first.push(batch);
+    const second: Batch[] = [];
+    for await (const batch of reader.batches({ chunks, epoch: 1, taskId: 0 })) second.push(batch);
+    expect(new Set(second.map((b) => b.features.buffer))).toEqual(new Set(first.map((b) => b.features.buffer)));
+    expect(second.flatMap((b) => [...b.labels])).toEqual([0, 1, 2, 3, 4, 5]);
   });
 
   it('minibatch reader - the next chunk is read while the one before is in use; a bad one fails when reached', async () => {

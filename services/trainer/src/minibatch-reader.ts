@@ -84,40 +84,87 @@ export function sliceBatch(batch: Batch, start: number, end: number, perExample:
 }
 
 /**
- * The minibatch being filled, one example at a time: the caller writes example `filled` of
- * `batch`, then calls {@link advance}, which hands over the batch once it holds `size` examples
- * and starts a new one.
+ * How many of the minibatches a task handed out the training loop may still hold: the one just
+ * handed out, the one it trains (it asks for the next before it trains one), and the one before,
+ * whose push may still be on its way (`overlapPushes`) and be trained again if it is refused.
+ * Older ones go back to the pool.
  */
-class MinibatchFill {
-  batch: Batch;
-  filled = 0;
+const HELD_BY_LOOP = 3;
+
+/**
+ * Minibatch arrays the training loop is through with, filled again instead of new ones: every
+ * new array counts towards the external memory at which V8 starts a full mark-compact, and a
+ * minibatch of the example's 64 images is 200 KiB, so a trainer that took a new one each step set
+ * one off every few hundred milliseconds (about 25 ms of marking each on the trainer's thread).
+ * Keeps at most `keep` free arrays; any other is left to the garbage collector.
+ */
+class BatchPool {
+  private readonly free: Batch[] = [];
+  private readonly isFree = new WeakSet<Batch>();
+  /** The full minibatch each array handed out belongs to (a task's last one is a view of one). */
+  private readonly owners = new WeakMap<ArrayBufferLike, Batch>();
 
   constructor(
     private readonly size: number,
     private readonly perExample: number,
     private readonly labelDtype: RecordLayout['labelDtype'],
-  ) {
-    this.batch = this.empty();
+    private readonly keep: number,
+  ) {}
+
+  /** A minibatch of `size` examples to fill, whose arrays may hold an earlier one's values. */
+  take(): Batch {
+    const batch = this.free.pop();
+    if (batch !== undefined) {
+      this.isFree.delete(batch);
+      return batch;
+    }
+    const labels = this.labelDtype === 'float32' ? new Float32Array(this.size) : new Int32Array(this.size);
+    const made = { features: new Float32Array(this.size * this.perExample), labels, size: this.size };
+    this.owners.set(made.features.buffer, made);
+    return made;
+  }
+
+  /** Takes back the minibatch `batch` (or a part of it) was handed out as. */
+  give(batch: Batch): void {
+    const owner = this.owners.get(batch.features.buffer);
+    if (owner === undefined || this.isFree.has(owner) || this.free.length >= this.keep) return;
+    this.isFree.add(owner);
+    this.free.push(owner);
+  }
+}
+
+/**
+ * The minibatch being filled, one example at a time: the caller writes example `filled` of
+ * `batch`, then calls {@link advance}, which hands over the batch once it holds `size` examples
+ * and starts a new one.
+ */
+class MinibatchFill {
+  filled = 0;
+  private filling: Batch | undefined;
+
+  constructor(
+    private readonly pool: BatchPool,
+    private readonly perExample: number,
+  ) {}
+
+  /** The minibatch being filled, taken from the pool when its first example comes. */
+  get batch(): Batch {
+    return (this.filling ??= this.pool.take());
   }
 
   /** Counts the example just written; the batch when that filled it. */
   advance(): Batch | undefined {
     this.filled += 1;
-    if (this.filled < this.size) return undefined;
-    const full = this.batch;
-    this.batch = this.empty();
+    const batch = this.batch;
+    if (this.filled < batch.size) return undefined;
+    this.filling = undefined;
     this.filled = 0;
-    return full;
+    return batch;
   }
 
   /** The examples of a batch left partly filled, if any (the task's last minibatch). */
   rest(): Batch | undefined {
-    return this.filled > 0 ? sliceBatch(this.batch, 0, this.filled, this.perExample) : undefined;
-  }
-
-  private empty(): Batch {
-    const labels = this.labelDtype === 'float32' ? new Float32Array(this.size) : new Int32Array(this.size);
-    return { features: new Float32Array(this.size * this.perExample), labels, size: this.size };
+    return this.filling === undefined ? undefined : sliceBatch(this.filling, 0, this.filled, this.perExample);
   }
 }
 
@@ -147,10 +194,14 @@ class MinibatchStream {
   ended = false;
   private filling = false;
 
+  /** The minibatches handed out to the training loop that have not gone back to the pool. */
+  private readonly handedOut: Batch[] = [];
+
   constructor(
     readonly task: TaskData,
     readonly source: AsyncGenerator<Batch>,
     private readonly limit: number,
+    private readonly pool: BatchPool,
   ) {}
 
   /**
@@ -186,6 +237,8 @@ class MinibatchStream {
       for (;;) {
         const item = await (this.pending.shift() ?? this.source.next());
         if (item.done === true) return;
+        this.handedOut.push(item.value);
+        while (this.handedOut.length > HELD_BY_LOOP) this.pool.give(this.handedOut.shift()!);
         yield item.value;
       }
     } finally {
@@ -193,6 +246,11 @@ class MinibatchStream {
       this.stop();
       await this.source.return(undefined);
     }
+  }
+
+  /** The training loop is through with the task: every minibatch it was handed goes back. */
+  release(): void {
+    for (const batch of this.handedOut.splice(0)) this.pool.give(batch);
   }
 
   /** No more is assembled ahead; what was is dropped. */
@@ -235,6 +293,9 @@ export class MinibatchReader {
   private current: MinibatchStream | undefined;
   /** Those of the task that comes next, when some were assembled ahead (`prepareWhile`). */
   private prepared: MinibatchStream | undefined;
+  /** Minibatches assembled ahead of the loop, at most, per task (`preparedBytes`). */
+  private readonly preparedLimit: number;
+  private readonly pool: BatchPool;
 
   constructor(private readonly options: MinibatchReaderOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
@@ -242,6 +303,14 @@ export class MinibatchReader {
     }
     this.readChunk = options.readChunk ?? readChunkAt;
     this.writer = new FeatureWriter(options.layout);
+    const bytes = options.batchSize * this.writer.perExample * 4;
+    this.preparedLimit = Math.max(1, Math.floor((options.preparedBytes ?? PREPARED_BYTES) / bytes));
+    this.pool = new BatchPool(
+      options.batchSize,
+      this.writer.perExample,
+      options.layout.labelDtype,
+      this.preparedLimit + HELD_BY_LOOP,
+    );
   }
 
   /**
@@ -295,6 +364,8 @@ export class MinibatchReader {
     this.prepared = undefined;
     // The task read ahead comes now, or never (see `checkedChunks`).
     this.nextTask = undefined;
+    // A new task is asked for once the loop is through with the last one.
+    this.current?.release();
     this.current?.stop();
     const ready = prepared !== undefined && sameTask(prepared.task, task) ? prepared : undefined;
     if (ready === undefined) prepared?.drop();
@@ -303,9 +374,7 @@ export class MinibatchReader {
   }
 
   private stream(task: TaskData): MinibatchStream {
-    const bytes = this.options.batchSize * this.writer.perExample * 4;
-    const limit = Math.max(1, Math.floor((this.options.preparedBytes ?? PREPARED_BYTES) / bytes));
-    return new MinibatchStream(task, this.freshBatches(task), limit);
+    return new MinibatchStream(task, this.freshBatches(task), this.preparedLimit, this.pool);
   }
 
   private freshBatches(task: TaskData): AsyncGenerator<Batch> {
@@ -315,7 +384,7 @@ export class MinibatchReader {
 
   /** Records in file order, each written into its minibatch from the chunk that holds it. */
   private async *inFileOrder(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
-    const fill = new MinibatchFill(this.options.batchSize, this.writer.perExample, this.options.layout.labelDtype);
+    const fill = new MinibatchFill(this.pool, this.writer.perExample);
     for await (const checked of this.checkedChunks(chunks)) {
       for (let i = 0; i < checked.records.length; i++) {
         this.writer.write(fill.batch.features, fill.filled, checked.records[i]!, checked.featuresOffsets[i]!);
@@ -334,7 +403,7 @@ export class MinibatchReader {
     const capacity = shuffle.bufferRecords ?? task.chunks.reduce((most, c) => Math.max(most, c.numRecords), 1);
     const buffer = new ShuffleBuffer<number>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
     const slots = new ExampleSlots(capacity + 1, this.writer, labelDtype);
-    const fill = new MinibatchFill(this.options.batchSize, this.writer.perExample, labelDtype);
+    const fill = new MinibatchFill(this.pool, this.writer.perExample);
     /** Moves the example in `slot` into the minibatch; the minibatch when that filled it. */
     const moveOut = (slot: number): Batch | undefined => {
       slots.moveOut(slot, fill.batch, fill.filled);
