@@ -26,8 +26,9 @@ export async function waitForEvent(
   let replays = 0;
   while (Date.now() < deadline) {
     replays += 1;
-    const matched = await replay(nc, jobId, until, deadline, (events) => (seen = events));
-    if (matched) return seen;
+    const last = await replay(nc, jobId, until, deadline);
+    seen = last.seen;
+    if (last.matched) return seen;
   }
   throw new Error(
     `job ${jobId}: no matching event within ${timeoutMs} ms (${replays} replays); saw ${seen.map((e) => e.type).join(', ')}`,
@@ -35,16 +36,15 @@ export async function waitForEvent(
 }
 
 /**
- * One replay of a job's events until `until` matches one (true), it goes silent for
- * {@link SILENT_REPLAY_MS}, or the deadline passes (false). `report` gets the events seen so far.
+ * One replay of a job's events until `until` matches one (`matched`), it goes silent for
+ * {@link SILENT_REPLAY_MS}, or the deadline passes; with the events it saw.
  */
 async function replay(
   nc: NatsConnection,
   jobId: string,
   until: (e: JobEvent) => boolean,
   deadline: number,
-  report: (seen: JobEvent[]) => void,
-): Promise<boolean> {
+): Promise<{ matched: boolean; seen: JobEvent[] }> {
   // Right after a NATS restart a JetStream request may time out: ask again until the deadline.
   const consumer = await (async () => {
     for (;;) {
@@ -61,7 +61,6 @@ async function replay(
   })();
   const messages = await consumer.consume();
   const seen: JobEvent[] = [];
-  report(seen);
   let timer: NodeJS.Timeout | undefined;
   const closeWhenSilent = (): void => {
     clearTimeout(timer);
@@ -73,9 +72,9 @@ async function replay(
       closeWhenSilent();
       const e = m.json<JobEvent>();
       seen.push(e);
-      if (until(e)) return true;
+      if (until(e)) return { matched: true, seen };
     }
-    return false;
+    return { matched: false, seen };
   } finally {
     clearTimeout(timer);
     await messages.close().catch(() => undefined);
