@@ -15,7 +15,8 @@ import { TrainingLoop, type RoundLanding, type TaskOutcome, type TrainingLoopOpt
 
 /*
  * `local` with `overlapRounds`: the next round trains while the last round's delta is on its
- * way; its average lands one round late, with the steps taken meanwhile carried onto it.
+ * way; its average lands as soon as it is back (at the next round's end at the latest), with the
+ * steps taken meanwhile carried onto it.
  */
 
 const never = new AbortController().signal;
@@ -32,6 +33,11 @@ class RoundShard {
   others = 0;
   othersDelta = 0;
   staleRefusals = 0;
+  /**
+   * Turns of the event loop before a push is answered: one answers while the next step trains
+   * (the loop lands it before the step after), many only after the loop came to wait for it.
+   */
+  answerTurns = 1;
   readonly failures: Error[] = [];
   readonly pushes: { version: number; samples: number; delta: number }[] = [];
 
@@ -57,7 +63,7 @@ class RoundShard {
     this.journal.push(`send ${pushed} ${delta}`);
     options.onSent?.();
     // The answer comes after the loop went on.
-    await new Promise((resolve) => setImmediate(resolve));
+    for (let turn = 0; turn < this.answerTurns; turn++) await new Promise((resolve) => setImmediate(resolve));
     const failure = this.failures.shift();
     if (failure !== undefined) throw failure;
     if (this.staleRefusals > 0 || pushed !== this.version) {
@@ -119,10 +125,51 @@ function setup(options: Partial<TrainingLoopOptions> = {}) {
 }
 
 describe('overlapped local rounds', () => {
-  it('overlapped rounds - the next round trains before the last one lands; its steps are carried onto the average', async () => {
+  it('overlapped rounds - the next round trains while the last one is on its way; it lands as soon as it is answered, with the steps taken since carried onto its average', async () => {
     const { journal, learner, shard, loop, counted } = setup();
     shard.others = 1;
     shard.othersDelta = -4;
+    const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: never });
+    expect(outcome).toEqual({ kind: 'done', samples: 6, landing: expect.any(Promise) });
+    // The task's last round stays on its way for the next task; with none, it is landed here.
+    expect(doneIn(journal).at(-1)).toBe('send 5 -2');
+    expect(await loop.landRounds(never)).toBe('pushed');
+    expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
+    expect(doneIn(journal)).toEqual([
+      'pull 3',
+      'set 3',
+      'train',
+      'train',
+      'send 3 -2',
+      // Round two trains while round one is on its way.
+      'train',
+      // Round one, answered meanwhile, lands before round two's next step: its average
+      // (3 + (-2 - 4) / 2 = 0) with the step taken since on it.
+      'set -1',
+      'train',
+      // Round two's delta is both its steps, from the average.
+      'send 4 -2',
+      'train',
+      'set -4',
+      'train',
+      'send 5 -2',
+      // The last round landed, with no steps to carry.
+      'set -6',
+    ]);
+    expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
+      [3, 2],
+      [4, 2],
+      [5, 2],
+    ]);
+    expect(counted).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(learner.x).toBe(shard.value);
+  });
+
+  it("overlapped rounds - an answer that comes after the next round's last step is waited for then, with that round's steps carried onto its average", async () => {
+    const { journal, learner, shard, loop, counted } = setup();
+    shard.others = 1;
+    shard.othersDelta = -4;
+    shard.answerTurns = 100;
     const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: never });
     expect(outcome).toEqual({ kind: 'done', samples: 6, landing: expect.any(Promise) });
     // The task's last round stays on its way for the next task; with none, it is landed here.
@@ -176,8 +223,9 @@ describe('overlapped local rounds', () => {
     const outcome = await loop.runTask(claimedTask(), minibatchesOf(4), { stop: never, preempt: never });
     await loop.landRounds(never);
     expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
-    // Round one (for version 3) was refused: the round closed without it at 3 - 10 = -7.
-    expect(doneIn(journal).slice(5)).toEqual(['train', 'train', 'pull 4', 'set -9', 'send 4 -2', 'set -9']);
+    // Round one (for version 3) was refused: the round closed without it at 3 - 10 = -7, where
+    // the step taken since goes.
+    expect(doneIn(journal).slice(5)).toEqual(['train', 'pull 4', 'set -8', 'train', 'send 4 -2', 'set -9']);
     expect(shard.pushes.map((p) => p.version)).toEqual([4]);
     expect(learner.x).toBe(-9);
   });
@@ -193,7 +241,7 @@ describe('overlapped local rounds', () => {
     await loop.landRounds(never);
     expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
     // The first round may or may not have been taken: the shard's parameters are taken as they are.
-    expect(doneIn(journal).slice(5)).toEqual(['train', 'train', 'pull 3', 'set 1', 'send 3 -2', 'set 1']);
+    expect(doneIn(journal).slice(5)).toEqual(['train', 'pull 3', 'set 2', 'train', 'send 3 -2', 'set 1']);
   });
 
   it('overlapped rounds - a preempted task lands the round on its way and pushes the steps it took before it is handed back', async () => {
@@ -226,9 +274,9 @@ describe('overlapped local rounds', () => {
     expect(doneIn(journal).slice(5)).toEqual([
       // The second task trains on the first one's parameters, with no pull between the tasks.
       'train',
+      // The first task's round lands here: its average (3 + (-2 - 4) / 2 = 0) plus one step.
+      'set -1',
       'train',
-      // The first task's round lands here: its average (3 + (-2 - 4) / 2 = 0) plus two steps.
-      'set -2',
       'send 4 -2',
       'train',
       // The second task's first round: 0 + (-2 - 4) / 2 = -3, plus its last step.
@@ -273,6 +321,28 @@ describe('overlapped local rounds', () => {
     // The failed task's step was dropped: the learner holds the servers' parameters.
     expect(shard.pushes.map((p) => p.samples)).toEqual([2]);
     expect(learner.x).toBe(shard.value);
+  });
+
+  it('overlapped rounds - a task that fails after the round of the task before landed drops its steps', async () => {
+    const { journal, shard, loop } = setup({ localSteps: 3 });
+    await loop.runTask(claimedTask(), minibatchesOf(3), { stop: never, preempt: never });
+    const failing = minibatchesOf(0);
+    failing.batches = async function* () {
+      yield* minibatchesOf(2).batches(claimedTask());
+      throw new Error('bad record');
+    };
+    const second = await loop.runTask(claimedTask(), failing, { stop: never, preempt: never });
+    expect(second).toMatchObject({ kind: 'failed', error: 'bad record' });
+    // The first task's round landed before the failed task's second step.
+    expect(doneIn(journal).slice(6)).toEqual(['train', 'set -1', 'train']);
+    // The next task starts from the servers' parameters, without the failed task's steps.
+    await loop.runTask(claimedTask(), minibatchesOf(1), { stop: never, preempt: never });
+    await loop.landRounds(never);
+    expect(doneIn(journal).slice(9, 11)).toEqual(['pull 4', 'set 0']);
+    expect(shard.pushes.map((p) => [p.version, p.samples, p.delta])).toEqual([
+      [3, 3, -3],
+      [4, 1, -1],
+    ]);
   });
 
   it('overlapped rounds - a task that took no step waits for the round of the task before it too', async () => {

@@ -95,8 +95,9 @@ export interface TrainingLoopOptions extends LoopMode {
   overlapPushes?: boolean;
   /**
    * `local` only (plain, not elastic): train the next round while the last round's delta is on
-   * its way. The round's average lands one round late, and the steps taken meanwhile are carried
-   * onto it. Ignored in the other modes.
+   * its way. The round's average lands as soon as it is back (between two steps; at the next
+   * round's end at the latest), and the steps taken meanwhile are carried onto it. Ignored in the
+   * other modes.
    */
   overlapRounds?: boolean;
 }
@@ -132,6 +133,8 @@ interface RoundInFlight {
   /** Shard versions of the parameters the delta was computed from (and pushed for). */
   pushed: number[];
   sent: Promise<Sent>;
+  /** Set once `sent` settled: the round can land without waiting. */
+  answered: boolean;
   /** Set when the task whose last round this is ended: told what became of the round. */
   settled?: (landing: RoundLanding) => void;
 }
@@ -190,8 +193,9 @@ function uniform(versions: number | readonly number[]): boolean {
  *   early with its task (done or handed back), so a task's minibatches are pushed with it. A
  *   delta refused as stale, or whose push a shard may or may not have taken, is dropped: its
  *   minibatches still count as done. With `overlapRounds` the next round trains while a round's
- *   delta is on its way; at that round's end the average it brought back is loaded with the
- *   steps taken since carried onto it, and those steps are pushed as the next delta. This goes
+ *   delta is on its way; once it is answered (between two steps, or at that round's end when the
+ *   answer is not in by then) the average it brought back is loaded with the steps taken since
+ *   carried onto it, and the round's steps are pushed as the next delta. This goes
  *   on across tasks: a task's last round lands during the next task's first round (or in
  *   `landRounds` when no task follows), and the task is done only once it landed.
  *
@@ -216,8 +220,13 @@ export class TrainingLoop {
   private readonly round: LocalRound = { steps: 0, samples: 0 };
   /** `overlapPushes`: the push of the previous minibatch, not yet answered. */
   private inFlight: InFlightPush | undefined;
-  /** `overlapRounds`: the delta of the previous round, not yet answered. */
+  /** `overlapRounds`: the delta of the previous round, not yet landed. */
   private roundInFlight: RoundInFlight | undefined;
+  /**
+   * `overlapRounds`: the steps of the round in progress taken before the previous round landed
+   * in the middle of it (carried onto its average then, and pushed with the rest of the round).
+   */
+  private carriedInRound: PlainTensor[] | undefined;
   /** The reader of the task in hand, which assembles minibatches while the loop waits. */
   private reader: Pick<MinibatchReader, 'prepareWhile'> | undefined;
   private readonly outage: PserverOutage;
@@ -335,6 +344,13 @@ export class TrainingLoop {
         }
         this.round.steps = 0;
         this.round.samples = 0;
+      } else if (round === undefined && this.overlapsRounds() && this.round.steps > 0) {
+        // The round before landed during this task, which ended without pushing its steps: they
+        // are dropped with it, and the next round starts from the servers' parameters.
+        this.held = undefined;
+        this.round.steps = 0;
+        this.round.samples = 0;
+        this.carriedInRound = undefined;
       }
       await batches.return(undefined).catch(() => undefined);
     }
@@ -491,6 +507,7 @@ export class TrainingLoop {
     ) {
       if (!(await this.refreshUnlessInterrupted(signal))) return 'interrupted';
     }
+    if (this.roundInFlight?.answered && (await this.landEarly(signal)) === 'interrupted') return 'interrupted';
     await this.phases.time('train', () => this.learner.train(batch));
     this.round.steps += 1;
     this.round.samples += batch.size;
@@ -551,7 +568,10 @@ export class TrainingLoop {
    */
   private async endRoundOverlapped(signal: AbortSignal): Promise<StepResult> {
     const samples = this.round.samples;
-    const progress = await this.phases.time('getUpdate', () => this.learner.getUpdate());
+    const sinceLanding = await this.phases.time('getUpdate', () => this.learner.getUpdate());
+    const carried = this.carriedInRound;
+    const progress = carried === undefined ? sinceLanding : carriedOnto(sinceLanding, carried);
+    this.carriedInRound = undefined;
     this.round.steps = 0;
     this.round.samples = 0;
     if (this.roundInFlight !== undefined && (await this.landRound(signal, progress)) === 'interrupted') {
@@ -561,11 +581,27 @@ export class TrainingLoop {
     let written!: () => void;
     const handedOver = new Promise<void>((resolve) => (written = resolve));
     const sent = this.send(pushed, samples, progress, signal, written);
-    this.roundInFlight = { pushed, sent };
+    const round: RoundInFlight = { pushed, sent, answered: false };
+    void sent.then(() => (round.answered = true));
+    this.roundInFlight = round;
     // Training blocks the event loop, which writes the delta out: the next round starts once all
     // of it was handed to the connection.
     await Promise.race([handedOver, sent]);
     return 'pushed';
+  }
+
+  /**
+   * `overlapRounds`: lands the previous round as soon as its answer is in, between two steps of
+   * the round in progress, rather than at that round's end: the steps taken since it was sent are
+   * carried onto its average now (and pushed with the rest of the round), so the round trains on
+   * the average for its remaining steps instead of one round behind it.
+   */
+  private async landEarly(signal: AbortSignal): Promise<StepResult> {
+    if (this.round.steps === 0) return this.landRound(signal, undefined);
+    const soFar = await this.phases.time('getUpdate', () => this.learner.getUpdate());
+    const landed = await this.landRound(signal, soFar);
+    if (landed !== 'interrupted') this.carriedInRound = soFar;
+    return landed;
   }
 
   /**
