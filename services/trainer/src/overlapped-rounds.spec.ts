@@ -125,84 +125,71 @@ function setup(options: Partial<TrainingLoopOptions> = {}) {
 }
 
 describe('overlapped local rounds', () => {
-  it('overlapped rounds - the next round trains while the last one is on its way; it lands as soon as it is answered, with the steps taken since carried onto its average', async () => {
-    const { journal, learner, shard, loop, counted } = setup();
-    shard.others = 1;
-    shard.othersDelta = -4;
-    const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: never });
-    expect(outcome).toEqual({ kind: 'done', samples: 6, landing: expect.any(Promise) });
-    // The task's last round stays on its way for the next task; with none, it is landed here.
-    expect(doneIn(journal).at(-1)).toBe('send 5 -2');
-    expect(await loop.landRounds(never)).toBe('pushed');
-    expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
-    expect(doneIn(journal)).toEqual([
-      'pull 3',
-      'set 3',
-      'train',
-      'train',
-      'send 3 -2',
-      // Round two trains while round one is on its way.
-      'train',
-      // Round one, answered meanwhile, lands before round two's next step: its average
-      // (3 + (-2 - 4) / 2 = 0) with the step taken since on it.
-      'set -1',
-      'train',
-      // Round two's delta is both its steps, from the average.
-      'send 4 -2',
-      'train',
-      'set -4',
-      'train',
-      'send 5 -2',
-      // The last round landed, with no steps to carry.
-      'set -6',
-    ]);
-    expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
-      [3, 2],
-      [4, 2],
-      [5, 2],
-    ]);
-    expect(counted).toEqual([1, 1, 1, 1, 1, 1]);
-    expect(learner.x).toBe(shard.value);
-  });
-
-  it("overlapped rounds - an answer that comes after the next round's last step is waited for then, with that round's steps carried onto its average", async () => {
-    const { journal, learner, shard, loop, counted } = setup();
-    shard.others = 1;
-    shard.othersDelta = -4;
-    shard.answerTurns = 100;
-    const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: never });
-    expect(outcome).toEqual({ kind: 'done', samples: 6, landing: expect.any(Promise) });
-    // The task's last round stays on its way for the next task; with none, it is landed here.
-    expect(doneIn(journal).at(-1)).toBe('send 5 -2');
-    expect(await loop.landRounds(never)).toBe('pushed');
-    expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
-    expect(doneIn(journal)).toEqual([
-      'pull 3',
-      'set 3',
-      'train',
-      'train',
-      'send 3 -2',
-      // Round two trains while round one is on its way.
-      'train',
-      'train',
-      // Round one's average (3 + (-2 - 4) / 2 = 0) with round two's two steps on it.
-      'set -2',
-      'send 4 -2',
-      'train',
-      'train',
-      'set -5',
-      'send 5 -2',
-      // The last round landed, with no steps to carry.
-      'set -6',
-    ]);
-    expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
-      [3, 2],
-      [4, 2],
-      [5, 2],
-    ]);
-    expect(counted).toEqual([1, 1, 1, 1, 1, 1]);
-    expect(learner.x).toBe(shard.value);
-  });
+  it.each([
+    {
+      when: 'as soon as it is answered, between two steps, with the steps taken since',
+      answerTurns: 1,
+      rounds: [
+        // Round two trains while round one is on its way.
+        'train',
+        // Round one, answered meanwhile, lands before round two's next step: its average
+        // (3 + (-2 - 4) / 2 = 0) with the step taken since on it.
+        'set -1',
+        'train',
+        // Round two's delta is both its steps, from the average.
+        'send 4 -2',
+        'train',
+        'set -4',
+        'train',
+      ],
+    },
+    {
+      when: "at the next round's end when the answer comes after its last step, with that round's steps",
+      answerTurns: 100,
+      rounds: [
+        'train',
+        'train',
+        // Round one's average (3 + (-2 - 4) / 2 = 0) with round two's two steps on it.
+        'set -2',
+        'send 4 -2',
+        'train',
+        'train',
+        'set -5',
+      ],
+    },
+  ])(
+    'overlapped rounds - the next round trains while the last one is on its way, which lands $when carried onto its average',
+    async ({ answerTurns, rounds }) => {
+      const { journal, learner, shard, loop, counted } = setup();
+      shard.others = 1;
+      shard.othersDelta = -4;
+      shard.answerTurns = answerTurns;
+      const outcome = await loop.runTask(claimedTask(), minibatchesOf(6), { stop: never, preempt: never });
+      expect(outcome).toEqual({ kind: 'done', samples: 6, landing: expect.any(Promise) });
+      // The task's last round stays on its way for the next task; with none, it is landed here.
+      expect(doneIn(journal).at(-1)).toBe('send 5 -2');
+      expect(await loop.landRounds(never)).toBe('pushed');
+      expect(await landingOf(outcome)).toEqual({ kind: 'landed' });
+      expect(doneIn(journal)).toEqual([
+        'pull 3',
+        'set 3',
+        'train',
+        'train',
+        'send 3 -2',
+        ...rounds,
+        'send 5 -2',
+        // The last round landed, with no steps to carry.
+        'set -6',
+      ]);
+      expect(shard.pushes.map((p) => [p.version, p.samples])).toEqual([
+        [3, 2],
+        [4, 2],
+        [5, 2],
+      ]);
+      expect(counted).toEqual([1, 1, 1, 1, 1, 1]);
+      expect(learner.x).toBe(shard.value);
+    },
+  );
 
   it('overlapped rounds - alone, a trainer ends a task with the parameters plain rounds give it', async () => {
     const overlapped = setup();
