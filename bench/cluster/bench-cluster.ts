@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { Kvm } from '@nats-io/kv';
 import { decodeBatch, type Batch, type RecordLayout } from '#libs/learner';
 import { LocalCluster, freePort } from '#libs/local-cluster';
+import { TRAINING_MODE_FIELDS } from '#libs/job-spec';
 import { MasterClient } from '#libs/master-client';
 import {
   KV_BUCKETS,
@@ -122,6 +123,20 @@ export async function exampleMinibatches(count: number, batchSize: number): Prom
 /** `examples/fashion-mnist-mlp.json` as it is. */
 export function exampleSpec(): Record<string, unknown> {
   return JSON.parse(readFileSync(join(ROOT, 'examples', 'fashion-mnist-mlp.json'), 'utf8')) as Record<string, unknown>;
+}
+
+/** The `training` fields that choose a mode or belong to one. */
+const MODE_FIELDS = new Set(['mode', ...Object.values(TRAINING_MODE_FIELDS).flatMap((fields) => Object.keys(fields))]);
+
+/**
+ * The example's `training` with `changes`: as it is when they are empty; otherwise its fields of
+ * no mode (batch size, task size) with `changes` over them, so that a run in another mode does
+ * not carry the fields of the example's own (which the job spec refuses).
+ */
+export function exampleTraining(changes: Record<string, unknown>): Record<string, unknown> {
+  const own = exampleSpec()['training'] as Record<string, unknown>;
+  if (Object.keys(changes).length === 0) return own;
+  return { ...Object.fromEntries(Object.entries(own).filter(([field]) => !MODE_FIELDS.has(field))), ...changes };
 }
 
 /**

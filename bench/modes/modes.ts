@@ -12,7 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobSummary } from '#libs/messaging';
 import { benchResult, round, type BenchResult } from '../bench-result.js';
-import { exampleJob, startBenchCluster, submit, waitForSummary, type BenchCluster } from '../cluster/bench-cluster.js';
+import {
+  exampleJob,
+  exampleTraining,
+  startBenchCluster,
+  submit,
+  waitForSummary,
+  type BenchCluster,
+} from '../cluster/bench-cluster.js';
 
 /** Passes over the training data every job makes. */
 const EPOCHS = 2;
@@ -52,7 +59,7 @@ async function trainFor(
   const example = exampleJob(id, out);
   const spec = {
     ...example,
-    training: { ...(example['training'] as Record<string, unknown>), ...run.training },
+    training: exampleTraining(run.training),
     ...(run.transfer ? { transfer: run.transfer } : {}),
     ...(run.trainers ? { trainers: run.trainers } : {}),
     stop: { maxEpochs: EPOCHS, maxSeconds: JOB_TIMEOUT_MS / 1000 },

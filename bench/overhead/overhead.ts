@@ -1,6 +1,6 @@
 /**
  * `overhead`: samples/s of one trainer and one pserver training the example MLP (a local
- * cluster, no evaluator; sync SGD, then async with overlapped pushes, then local SGD) against the
+ * cluster, no evaluator; the example's local SGD, then sync, async and local SGD variants) against the
  * same learner training alone in a loop in this process (measured again before each run), with
  * where one step's time goes on each side.
  */
@@ -11,6 +11,7 @@ import { selectBackend } from '#libs/learner';
 import { benchResult, round, type BenchResult } from '../bench-result.js';
 import {
   exampleJob,
+  exampleTraining,
   exampleMinibatches,
   formatPhases,
   startBenchCluster,
@@ -47,14 +48,18 @@ export async function learnerAloneSamplesPerSecond(seconds: number): Promise<num
 }
 
 /**
- * The example job as it is (`sync`: every step waits for the one it pushed to), then `async`
- * with its pushes overlapped (the next minibatch trains while the last update is on its way),
- * then `local` (four steps on the trainer's own copy per exchange: what the exchange costs when
- * it is not paid on every minibatch), plain and with overlapped rounds, and with 16 steps (one
- * exchange per task of the example, whose tasks are 1,000 examples).
+ * The example job as it is (`local` with 16 steps on the trainer's own copy per exchange), then
+ * `sync` (every step waits for the one it pushed to), `async` with its pushes overlapped (the
+ * next minibatch trains while the last update is on its way), and `local` with four steps per
+ * exchange, plain and with overlapped rounds.
  */
 const RUNS = [
-  { id: 'sync', name: 'overhead: 1 trainer + 1 pserver vs the learner alone', training: {} },
+  {
+    id: 'example',
+    name: 'overhead: 1 trainer + 1 pserver, the example (local, 16 steps per exchange), vs the learner alone',
+    training: {},
+  },
+  { id: 'sync', name: 'overhead: 1 trainer + 1 pserver, sync, vs the learner alone', training: { mode: 'sync' } },
   {
     id: 'async',
     name: 'overhead: 1 trainer + 1 pserver, async with overlapped pushes, vs the learner alone',
@@ -69,11 +74,6 @@ const RUNS = [
     id: 'local-overlapped',
     name: 'overhead: 1 trainer + 1 pserver, local with overlapped rounds, vs the learner alone',
     training: { mode: 'local', localSteps: 4, overlapRounds: true },
-  },
-  {
-    id: 'local-16',
-    name: 'overhead: 1 trainer + 1 pserver, local (16 steps per exchange), vs the learner alone',
-    training: { mode: 'local', localSteps: 16 },
   },
 ] as const;
 
@@ -92,7 +92,7 @@ export async function runOverheadBench(say: (line: string) => void): Promise<Ben
       });
       await submit(cluster.nc, {
         ...example,
-        training: { ...(example['training'] as Record<string, unknown>), ...run.training },
+        training: exampleTraining(run.training),
       });
       say(`${run.id}: job submitted`);
       const steady = await steadyThroughput(cluster.nc, {

@@ -1,7 +1,7 @@
 /**
- * `scaling`: samples/s of 2 trainers against 1 trainer on the example MLP job (sync SGD, one
- * pserver, no evaluator), each measured over a steady window on a fresh local cluster; then the
- * same in `local` mode with 16 steps a round (one exchange per task). Beside it,
+ * `scaling`: samples/s of 2 trainers against 1 trainer on the example MLP job (`local` with 16
+ * steps a round, one pserver, no evaluator), each measured over a steady window on a fresh local
+ * cluster; then the same in `sync` mode. Beside it,
  * the machine's own ceiling: the learner alone in one process against two such processes at
  * once (cores that share caches or a physical core do not give two learners twice one's rate).
  */
@@ -15,6 +15,7 @@ import { benchResult, round, type BenchResult } from '../bench-result.js';
 import {
   ROOT,
   exampleJob,
+  exampleTraining,
   formatPhases,
   startBenchCluster,
   steadyThroughput,
@@ -25,10 +26,10 @@ const WINDOW_MS = 20_000;
 const WARM_UP_MS = 8_000;
 const TARGET_RATIO = 1.6;
 
-/** The runs compared: the example as it is, then `local` with one exchange per task. */
+/** The runs compared: the example as it is, then `sync`. */
 const RUNS = [
-  { id: 'sync', label: '', training: {} },
-  { id: 'local-16', label: ', local with 16 steps a round', training: { mode: 'local', localSteps: 16 } },
+  { id: 'example', label: ' (the example: local, 16 steps a round)', training: {} },
+  { id: 'sync', label: ', sync', training: { mode: 'sync' } },
 ] as const;
 
 async function throughput(
@@ -45,7 +46,7 @@ async function throughput(
     });
     await submit(cluster.nc, {
       ...example,
-      training: { ...(example['training'] as Record<string, unknown>), ...run.training },
+      training: exampleTraining(run.training),
     });
     const steady = await steadyThroughput(cluster.nc, { trainers, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
     return { rate: steady.samplesPerSecond, phases: formatPhases(steady.trainerPhases) };
