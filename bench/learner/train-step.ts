@@ -1,11 +1,14 @@
 /**
  * Training throughput of the TensorFlow.js learner on each available backend: examples per
  * second of `train` + `getUpdate` (one sync-SGD step without the network), for the MLP
- * 784-128-10 at batch 64 and, for comparison, a small CNN on 28x28x1 at batch 32.
+ * 784-128-10 at batch 64 and, for comparison, a small CNN on 28x28x1 at batch 32. `--batch N`
+ * times both at batch N instead (a GPU backend needs big batches to pay off); `--backend` times
+ * the named backends only.
  *
- *   node dist/bench/learner/train-step.js [--seconds 3]
+ *   node dist/bench/learner/train-step.js [--seconds 3] [--batch N] [--backend NAME[,NAME...]]
  */
 import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import {
   BACKEND_CHOICES,
   selectBackend,
@@ -104,23 +107,70 @@ export async function measure(
   return { samplesPerSecond: (steps * workload.batchSize) / elapsed, msPerStep: (elapsed * 1000) / steps, steps };
 }
 
+/** What the command line asked for. */
+export interface TrainStepArgs {
+  seconds: number;
+  /** Every workload's batch size, when given. */
+  batch?: number;
+  backends: readonly BackendChoice[];
+}
+
+/** Parses the arguments; throws an Error naming the wrong flag or value. */
+export function parseTrainStepArgs(argv: readonly string[]): TrainStepArgs {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: { seconds: { type: 'string' }, batch: { type: 'string' }, backend: { type: 'string' } },
+    strict: true,
+  });
+  const positive = (flag: string, text: string | undefined, integer: boolean): number | undefined => {
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!(n > 0) || (integer && !Number.isInteger(n))) {
+      throw new Error(`--${flag} must be a positive ${integer ? 'integer' : 'number'}, got '${text}'`);
+    }
+    return n;
+  };
+  const backends = values.backend?.split(',') ?? [...BACKENDS];
+  const unknown = backends.filter((b) => !(BACKENDS as readonly string[]).includes(b));
+  if (unknown.length > 0) {
+    throw new Error(`--backend: unknown backend '${unknown.join("', '")}' (one of ${BACKENDS.join(', ')})`);
+  }
+  return {
+    seconds: positive('seconds', values.seconds, false) ?? DEFAULT_MEASURE_SECONDS,
+    batch: positive('batch', values.batch, true),
+    backends: backends as BackendChoice[],
+  };
+}
+
 async function main(): Promise<void> {
-  const at = process.argv.indexOf('--seconds');
-  const seconds = at > 0 ? Number(process.argv[at + 1]) : DEFAULT_MEASURE_SECONDS;
+  let args: TrainStepArgs;
+  try {
+    args = parseTrainStepArgs(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n`);
+    process.exit(2);
+  }
+  const { seconds, batch } = args;
+  const workloads = WORKLOADS.map((w) =>
+    batch === undefined ? w : { ...w, label: w.label.replace(/batch \d+$/, `batch ${batch}`), batchSize: batch },
+  );
   const rows: Record<string, string | number>[] = [];
-  for (const choice of BACKENDS) {
+  for (const choice of args.backends) {
     let backend;
     try {
       backend = await selectBackend(choice);
     } catch (error) {
-      rows.push({ backend: choice, kind: 'unavailable', workload: (error as Error).message.slice(0, 60) });
+      const reason = (error as Error).message;
+      process.stdout.write(`${choice}: unavailable: ${reason}\n`);
+      rows.push({ backend: choice, kind: 'unavailable', workload: reason.slice(0, 60) });
       continue;
     }
-    for (const workload of WORKLOADS) {
+    for (const workload of workloads) {
       const r = await measure(workload, seconds);
       rows.push({
         backend: backend.name,
         kind: backend.kind,
+        device: backend.device ?? '',
         threads: backend.threads,
         workload: workload.label,
         'samples/s': Math.round(r.samplesPerSecond),
