@@ -52,7 +52,12 @@ describe('job spec validation', () => {
   it('job spec - every example validates', () => {
     const names = readdirSync(EXAMPLES_DIR).filter((f) => f.endsWith('.json'));
     expect(names).toEqual(
-      expect.arrayContaining(['fashion-mnist-mlp.json', 'fashion-mnist-cnn.json', 'tiny-regression.json']),
+      expect.arrayContaining([
+        'fashion-mnist-mlp.json',
+        'fashion-mnist-mlp-gpu.json',
+        'fashion-mnist-cnn.json',
+        'tiny-regression.json',
+      ]),
     );
     for (const name of names) {
       const spec = validateJobSpec(example(name.replace(/\.json$/, '')));
