@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
 import { BackendUnavailableError, firstLineOf } from './errors.js';
 import { chooseKernelPath, type KernelPath, type KernelPathInfo } from './kernels/kernel-path.js';
-import { registerWasmKernels } from './kernels/register.js';
+import { registerWasmKernels, registerWebgpuKernels } from './kernels/register.js';
 import type { WasmHeapBackend } from './kernels/wasm-heap.js';
 import { importFailure, importOptional } from './optional-package.js';
 import { WebgpuAdapter } from './webgpu-adapter.js';
@@ -202,6 +202,7 @@ async function useWebgpu(forced: boolean, options: SelectBackendOptions): Promis
     },
   );
   await webgpuStarted;
+  registerWebgpuKernels();
   await activate('webgpu');
   return {
     name: 'webgpu',

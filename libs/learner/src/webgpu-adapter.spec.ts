@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { selectBackend } from './backend.js';
 import { BackendUnavailableError } from './errors.js';
+import { backendKernelBehind } from './kernels/register.js';
 import { TfjsLearner, type Batch } from './learner.js';
 import type { LearnerSpec } from './model-spec.js';
 import { loadLayersModelFromDir, saveLayersModel } from './model-export.js';
@@ -89,6 +90,10 @@ function batchFor(spec: LearnerSpec, size: number): Batch {
       skipped: [],
     });
     expect(tf.getBackend()).toBe('webgpu');
+    // Our conv2d filter gradient stands in front of the backend's own.
+    const own = backendKernelBehind(tf.Conv2DBackpropFilter, 'webgpu');
+    expect(own?.backendName).toBe('webgpu');
+    expect(tf.getKernel(tf.Conv2DBackpropFilter, 'webgpu')).not.toBe(own);
     // Started once per process: later calls reuse the adapter and still judge it.
     expect((await selectBackend('webgpu')).device).toBe('null-backend');
     const auto = await selectBackend('');

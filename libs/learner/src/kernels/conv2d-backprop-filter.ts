@@ -71,9 +71,10 @@ export function conv2dBackpropFilterValues(
   out.set(acc);
 }
 
-interface Conv2DBackpropFilterArgs {
+/** What TF.js hands a Conv2DBackpropFilter kernel, on a backend of type `B`. */
+export interface Conv2DBackpropFilterArgs<B = WasmHeapBackend> {
   inputs: { x: TensorInfo; dy: TensorInfo };
-  backend: WasmHeapBackend;
+  backend: B;
   attrs: {
     strides: [number, number] | number;
     pad: 'valid' | 'same' | number | backend_util.ExplicitPadding;

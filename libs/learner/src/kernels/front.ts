@@ -1,14 +1,14 @@
 import type { KernelConfig, KernelFunc, TensorInfo } from '@tensorflow/tfjs';
 
 /**
- * A kernel of ours standing in front of `own`, the wasm backend's kernel of the same name:
- * `ours` computes what it takes (on the SIMD path) and returns undefined for everything else,
- * which goes to `own`, whose set-up and disposal the front keeps.
+ * A kernel of ours standing in front of `own`, a backend's kernel of the same name (the wasm
+ * backend's, or webgpu's): `ours` computes what it takes and returns undefined for everything
+ * else, which goes to `own`, whose backend, set-up and disposal the front keeps.
  */
 export function frontOf<Args>(own: KernelConfig, ours: (args: Args) => TensorInfo | undefined): KernelConfig {
   return {
     kernelName: own.kernelName,
-    backendName: 'wasm',
+    backendName: own.backendName,
     setupFunc: own.setupFunc,
     disposeFunc: own.disposeFunc,
     kernelFunc: ((args: Args) => ours(args) ?? own.kernelFunc(args as never)) as unknown as KernelFunc,

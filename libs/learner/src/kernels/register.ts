@@ -2,6 +2,7 @@ import {
   _FusedMatMul,
   Add,
   BatchMatMul,
+  Conv2DBackpropFilter,
   Conv2DBackpropInput,
   getKernel,
   registerGradient,
@@ -14,6 +15,7 @@ import {
 import { batchMatMulConfig, fusedMatMulConfig } from './batch-mat-mul.js';
 import { addConfig, sumConfig } from './channel-bias.js';
 import { conv2dBackpropFilterConfig } from './conv2d-backprop-filter.js';
+import { conv2dBackpropFilterByProductsConfig } from './conv2d-backprop-filter-by-products.js';
 import { conv2dBackpropInputConfig } from './conv2d-backprop-input.js';
 import { depthwiseConv2dBackpropFilterConfig } from './depthwise-conv2d-backprop-filter.js';
 import { depthwiseConv2dBackpropInputConfig } from './depthwise-conv2d-backprop-input.js';
@@ -78,11 +80,11 @@ const registeredGradients = new Set<GradConfig>();
 const fronts = new WeakMap<KernelConfig, KernelConfig>();
 
 /**
- * The wasm backend's own kernel behind our front for `kernelName`, or undefined when no front of
+ * `backendName`'s own kernel behind our front for `kernelName`, or undefined when no front of
  * ours is registered for it (as a benchmark needs, to time the backend's kernel against ours).
  */
-export function backendKernelBehind(kernelName: string): KernelConfig | undefined {
-  const current = getKernel(kernelName, 'wasm');
+export function backendKernelBehind(kernelName: string, backendName = 'wasm'): KernelConfig | undefined {
+  const current = getKernel(kernelName, backendName);
   return current === undefined ? undefined : fronts.get(current);
 }
 
@@ -106,15 +108,7 @@ export function registerWasmKernels(): string[] {
     registerKernel(config);
     registered.push(config.kernelName);
   }
-  for (const { kernelName, inFrontOf } of WASM_FRONTED_KERNELS) {
-    const own = getKernel(kernelName, 'wasm');
-    if (own === undefined || fronts.has(own)) continue;
-    const front = inFrontOf(own);
-    unregisterKernel(kernelName, 'wasm');
-    registerKernel(front);
-    fronts.set(front, own);
-    registered.push(kernelName);
-  }
+  registered.push(...registerFronts(WASM_FRONTED_KERNELS, 'wasm'));
   for (const { gradient, kernel, kernelGradient } of WASM_FUSED_GRADIENTS) {
     if (registeredGradients.has(gradient)) continue;
     if (getKernel(kernel.kernelName, kernel.backendName) === undefined) registerKernel(kernel);
@@ -124,4 +118,36 @@ export function registerWasmKernels(): string[] {
     registered.push(kernel.kernelName);
   }
   return registered;
+}
+
+/**
+ * Registers each of `kernels` in front of `backendName`'s own kernel of that name, where that
+ * backend has one and ours is not there yet. Returns the names registered.
+ */
+function registerFronts(kernels: readonly FrontedKernel[], backendName: string): string[] {
+  const registered: string[] = [];
+  for (const { kernelName, inFrontOf } of kernels) {
+    const own = getKernel(kernelName, backendName);
+    if (own === undefined || fronts.has(own)) continue;
+    const front = inFrontOf(own);
+    unregisterKernel(kernelName, backendName);
+    registerKernel(front);
+    fronts.set(front, own);
+    registered.push(kernelName);
+  }
+  return registered;
+}
+
+/** Backend kernels of TF.js's webgpu backend that ours stand in front of. */
+export const WEBGPU_FRONTED_KERNELS: readonly FrontedKernel[] = [
+  { kernelName: Conv2DBackpropFilter, inFrontOf: conv2dBackpropFilterByProductsConfig },
+];
+
+/**
+ * Registers {@link WEBGPU_FRONTED_KERNELS} in front of the webgpu backend's own, once that
+ * backend's kernels are registered (its package loaded). Idempotent. Returns the names of the
+ * kernels registered by this call.
+ */
+export function registerWebgpuKernels(): string[] {
+  return registerFronts(WEBGPU_FRONTED_KERNELS, 'webgpu');
 }
