@@ -33,10 +33,11 @@ function bothWays(
   filterShape: Shape4,
   pad: Pad,
   strides: number | [number, number] = 1,
+  patchesBytes?: number,
 ): { ours: tf.Tensor | undefined; own: tf.Tensor } {
   const attrs = { strides, pad, dataFormat: 'NHWC' as const, filterShape };
   const backend = tf.backend() as unknown as Parameters<typeof conv2dBackpropFilterByProducts>[0]['backend'];
-  const info = conv2dBackpropFilterByProducts({ inputs: { x, dy }, backend, attrs }, 'cpu');
+  const info = conv2dBackpropFilterByProducts({ inputs: { x, dy }, backend, attrs }, 'cpu', patchesBytes);
   const ours = info === undefined ? undefined : tf.engine().makeTensorFromTensorInfo(info);
   const own = tf.engine().runKernel('Conv2DBackpropFilter', { x, dy }, attrs) as tf.Tensor;
   return { ours, own };
@@ -47,9 +48,10 @@ describe('Conv2DBackpropFilter as batched products', () => {
     await tf.setBackend('cpu');
   });
 
-  it('conv2d filter gradient by products - equals the backend kernel for stride 1, any padding and shape', () => {
+  it('conv2d filter gradient by products - equals the backend kernel for stride 1, any padding and shape, in groups of images too', () => {
     fc.assert(
-      fc.property(CASES, fc.integer(), (c, seed) => {
+      // A limit on the patches' bytes of 1 takes the images one by one.
+      fc.property(CASES, fc.integer(), fc.option(fc.integer({ min: 1, max: 6000 })), (c, seed, patchesBytes) => {
         const xShape: Shape4 = [c.batch, c.height, c.width, c.inChannels];
         const filterShape: Shape4 = [c.filterHeight, c.filterWidth, c.inChannels, c.outChannels];
         const info = tf.backend_util.computeConv2DInfo(xShape, filterShape, 1, 1, c.pad as never);
@@ -58,7 +60,7 @@ describe('Conv2DBackpropFilter as batched products', () => {
           const x = tf.randomUniform(xShape, -1, 1, 'float32', seed) as tf.Tensor4D;
           const dy = tf.randomUniform(info.outShape, -1, 1, 'float32', seed + 1) as tf.Tensor4D;
           const dataIds = tf.engine().backend.numDataIds();
-          const { ours, own } = bothWays(x, dy, filterShape, c.pad);
+          const { ours, own } = bothWays(x, dy, filterShape, c.pad, 1, patchesBytes ?? undefined);
           const { top, bottom, left, right } = info.padInfo;
           if (
             c.height + top + bottom < info.outHeight + c.filterHeight - 1 ||

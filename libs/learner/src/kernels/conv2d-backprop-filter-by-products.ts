@@ -1,4 +1,5 @@
 import {
+  Add,
   backend_util,
   BatchMatMul,
   Concat,
@@ -19,7 +20,13 @@ interface DisposingBackend {
 }
 
 /** The kernels the product form runs, as `backendName` has them. */
-const USED_KERNELS = [PadV2, Slice, Concat, Reshape, BatchMatMul, Sum] as const;
+const USED_KERNELS = [PadV2, Slice, Concat, Reshape, BatchMatMul, Sum, Add] as const;
+
+/**
+ * Memory the input patches may take at once: 256 MiB. A batch whose patches need more is taken
+ * in groups of images, whose gradients are added up.
+ */
+export const PATCHES_BYTES = 256 * 1024 * 1024;
 
 /**
  * Conv2DBackpropFilter, for stride 1 and channels last, as one batched matrix product: each
@@ -29,13 +36,15 @@ const USED_KERNELS = [PadV2, Slice, Concat, Reshape, BatchMatMul, Sum] as const;
  * which then runs through every image and position alone: 227 ms of a 303 ms training step for
  * the first layer of the bench's CNN at batch 1,024 on an NVIDIA H200. The product spreads the
  * same sums over images and filter elements. Built from `backendName`'s own kernels (padding,
- * slices, concatenation, batched product, sum), so it runs on any backend that has them;
- * undefined (the backend's own kernel then) for strides other than 1, channels first, an empty
- * dimension, or taps that reach past the padded input.
+ * slices, concatenation, batched product, sum, add), so it runs on any backend that has them.
+ * A batch whose patches would take more than `patchesBytes` goes in groups of images, whose
+ * gradients are added. Undefined (the backend's own kernel then) for strides other than 1,
+ * channels first, an empty dimension, or taps that reach past the padded input.
  */
 export function conv2dBackpropFilterByProducts(
   { inputs, backend, attrs }: Conv2DBackpropFilterArgs<DisposingBackend>,
   backendName: string,
+  patchesBytes = PATCHES_BYTES,
 ): TensorInfo | undefined {
   const { x, dy } = inputs;
   const { strides, pad, dataFormat, dimRoundingMode, filterShape } = attrs;
@@ -57,8 +66,12 @@ export function conv2dBackpropFilterByProducts(
   if (info.inWidth + left + right < info.outWidth + info.filterWidth - 1) return undefined;
   const kernels = USED_KERNELS.map((name) => getKernel(name, backendName)?.kernelFunc);
   if (kernels.some((k) => k === undefined)) return undefined;
-  const [padV2, slice, concat, reshape, batchMatMul, sum] = kernels as NonNullable<(typeof kernels)[number]>[];
+  const [padV2, slice, concat, reshape, batchMatMul, sum, add] = kernels as NonNullable<(typeof kernels)[number]>[];
   const { batchSize, inChannels, outChannels, outHeight, outWidth, filterHeight, filterWidth } = info;
+  const paddedShape = [info.inHeight + top + bottom, info.inWidth + left + right];
+  const rows = outHeight * outWidth;
+  const columns = filterHeight * filterWidth * inChannels;
+  const group = Math.max(1, Math.min(batchSize, Math.floor(patchesBytes / (rows * columns * 4))));
   const made: TensorInfo[] = [];
   const run = (kernel: (typeof kernels)[number], kernelInputs: object, kernelAttrs: object): TensorInfo => {
     const out = kernel!({ inputs: kernelInputs as never, backend: backend as never, attrs: kernelAttrs as never });
@@ -82,25 +95,37 @@ export function conv2dBackpropFilterByProducts(
               constantValue: 0,
             },
           );
-    const taps: TensorInfo[] = [];
-    for (let r = 0; r < filterHeight; r++) {
-      for (let c = 0; c < filterWidth; c++) {
-        taps.push(
-          run(slice, { x: padded }, { begin: [0, r, c, 0], size: [batchSize, outHeight, outWidth, inChannels] }),
-        );
+    /** The filter gradient of `n` images from `start`, as `[columns, outChannels]`. */
+    const ofGroup = (start: number, n: number): TensorInfo => {
+      const xs =
+        n === batchSize
+          ? padded
+          : run(slice, { x: padded }, { begin: [start, 0, 0, 0], size: [n, ...paddedShape, inChannels] });
+      const dys =
+        n === batchSize
+          ? dy
+          : run(slice, { x: dy }, { begin: [start, 0, 0, 0], size: [n, outHeight, outWidth, outChannels] });
+      const taps: TensorInfo[] = [];
+      for (let r = 0; r < filterHeight; r++) {
+        for (let c = 0; c < filterWidth; c++) {
+          taps.push(run(slice, { x: xs }, { begin: [0, r, c, 0], size: [n, outHeight, outWidth, inChannels] }));
+        }
       }
+      const patches = taps.length === 1 ? taps[0]! : run(concat, taps, { axis: 3 });
+      const perImage = run(
+        batchMatMul,
+        {
+          a: run(reshape, { x: patches }, { shape: [n, rows, columns] }),
+          b: run(reshape, { x: dys }, { shape: [n, rows, outChannels] }),
+        },
+        { transposeA: true, transposeB: false },
+      );
+      return run(sum, { x: perImage }, { axis: [0], keepDims: false });
+    };
+    let summed = ofGroup(0, group);
+    for (let start = group; start < batchSize; start += group) {
+      summed = run(add, { a: summed, b: ofGroup(start, Math.min(group, batchSize - start)) }, {});
     }
-    const patches = taps.length === 1 ? taps[0]! : run(concat, taps, { axis: 3 });
-    const rows = outHeight * outWidth;
-    const perImage = run(
-      batchMatMul,
-      {
-        a: run(reshape, { x: patches }, { shape: [batchSize, rows, filterHeight * filterWidth * inChannels] }),
-        b: run(reshape, { x: dy }, { shape: [batchSize, rows, outChannels] }),
-      },
-      { transposeA: true, transposeB: false },
-    );
-    const summed = run(sum, { x: perImage }, { axis: [0], keepDims: false });
     const result = run(reshape, { x: summed }, { shape: filterShape });
     made.pop();
     return result;
