@@ -112,9 +112,8 @@ export async function runTtaBench(say: (line: string) => void): Promise<BenchRes
     await warmUp(cluster, out, say);
     const results: BenchResult[] = [];
     for (const run of RUNS) {
-      // Every version that many examples are
-      // behind, never less often than the single process (a run evaluated less often would
-      // spend less on evaluating).
+      // Evaluated every as many versions as hold the single process's cadence in examples, never
+      // less often than it (a run evaluated less often would spend less on evaluating).
       const everySteps = Math.max(1, Math.floor(EVALUATE_EVERY_EXAMPLES / run.examplesPerVersion));
       const summaries: JobSummary[] = [];
       for (let r = 1; r <= RUNS_EACH; r++) {

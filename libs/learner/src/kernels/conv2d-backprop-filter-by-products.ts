@@ -12,12 +12,7 @@ import {
   type TensorInfo,
 } from '@tensorflow/tfjs';
 import type { Conv2DBackpropFilterArgs } from './conv2d-backprop-filter.js';
-import { frontOf } from './front.js';
-
-/** What a backend's kernels need of it here: disposing of the intermediates. */
-interface DisposingBackend {
-  disposeData(dataId: TensorInfo['dataId']): boolean;
-}
+import { frontOf, type DisposingBackend } from './front.js';
 
 /** The kernels the product form runs, as `backendName` has them. */
 const USED_KERNELS = [PadV2, Slice, Concat, Reshape, BatchMatMul, Sum, Add] as const;

@@ -1,13 +1,8 @@
 import { backend_util, Conv2D, getKernel, type KernelConfig, type TensorInfo } from '@tensorflow/tfjs';
-import { frontOf } from './front.js';
+import { frontOf, type DisposingBackend } from './front.js';
 import { simdKernelsFor } from './kernel-path.js';
 import { convGeometry } from './simd-kernels.js';
 import { heapAddress, withScratch, type WasmHeapBackend } from './wasm-heap.js';
-
-/** What the stride-1 route needs of the wasm backend besides the heap. */
-interface DisposingBackend extends WasmHeapBackend {
-  disposeData(dataId: TensorInfo['dataId']): boolean;
-}
 
 interface Conv2DBackpropInputArgs {
   inputs: { dy: TensorInfo; filter: TensorInfo };
@@ -41,7 +36,7 @@ function conv2dBackpropInputByConv2D(
   const { top, bottom, left, right } = info.padInfo;
   const padding = [fH - 1 - top, fH - 1 - bottom, fW - 1 - left, fW - 1 - right];
   if (padding.some((p) => p < 0)) return undefined;
-  const heapBackend = backend as DisposingBackend;
+  const heapBackend = backend as WasmHeapBackend & DisposingBackend;
   const turned = heapBackend.makeOutput([fH, fW, outChannels, inChannels], 'float32');
   try {
     const from = heapBackend.typedArrayFromHeap(inputs.filter);

@@ -1,5 +1,10 @@
 import type { KernelConfig, KernelFunc, TensorInfo } from '@tensorflow/tfjs';
 
+/** A backend as a kernel of ours that makes intermediate tensors needs it: to dispose of them. */
+export interface DisposingBackend {
+  disposeData(dataId: TensorInfo['dataId']): boolean;
+}
+
 /**
  * A kernel of ours standing in front of `own`, a backend's kernel of the same name (the wasm
  * backend's, or webgpu's): `ours` computes what it takes and returns undefined for everything
