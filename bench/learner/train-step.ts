@@ -26,9 +26,17 @@ const BACKENDS: readonly BackendChoice[] = BACKEND_CHOICES;
 
 /** A model and batch size to time. */
 export interface Workload {
+  /** The model, e.g. `mlp 784-128-10`. */
+  model: string;
+  /** The model and the batch size, as tables and result names show them. */
   label: string;
   spec: LearnerSpec;
   batchSize: number;
+}
+
+/** `model` at `batchSize`, labelled with both. */
+function workload(model: string, spec: LearnerSpec, batchSize: number): Workload {
+  return { model, label: `${model}, batch ${batchSize}`, spec, batchSize };
 }
 
 const FASHION_LAYOUT: RecordLayout = {
@@ -41,24 +49,24 @@ const FASHION_LAYOUT: RecordLayout = {
 
 /** The MLP of the example job and a small CNN. */
 export const WORKLOADS: Workload[] = [
-  {
-    label: 'mlp 784-128-10, batch 64',
-    spec: {
+  workload(
+    'mlp 784-128-10',
+    {
       model: { preset: 'mlp', hiddenUnits: [128], activation: 'relu', dropout: 0 },
       layout: { ...FASHION_LAYOUT, featureShape: [784] },
       seed: 1,
     },
-    batchSize: 64,
-  },
-  {
-    label: 'cnn 8-16 k3 d64, batch 32',
-    spec: {
+    64,
+  ),
+  workload(
+    'cnn 8-16 k3 d64',
+    {
       model: { preset: 'cnn', filters: [8, 16], kernelSize: 3, denseUnits: 64, activation: 'relu' },
       layout: { ...FASHION_LAYOUT },
       seed: 1,
     },
-    batchSize: 32,
-  },
+    32,
+  ),
 ];
 
 /** A batch of `size` examples of `perExample` uniform random features and random labels 0-9. */
@@ -151,9 +159,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const { seconds, batch } = args;
-  const workloads = WORKLOADS.map((w) =>
-    batch === undefined ? w : { ...w, label: w.label.replace(/batch \d+$/, `batch ${batch}`), batchSize: batch },
-  );
+  const workloads = WORKLOADS.map((w) => (batch === undefined ? w : workload(w.model, w.spec, batch)));
   const rows: Record<string, string | number>[] = [];
   for (const choice of args.backends) {
     let backend;
