@@ -8,6 +8,7 @@ import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient
 import { wireClock } from '#libs/pserver-protocol';
 import { sleep } from '#libs/retry';
 import { InterruptedError, afterAbort, unlessAborted } from './abort-race.js';
+import { describeChunkCache } from './chunk-cache.js';
 import {
   CLAIM_AHEAD_MS,
   FULL_JOB_RETRY_MS,
@@ -56,6 +57,8 @@ export interface JobTrainerDeps {
   metrics?: TrainerMetrics;
   /** Reads chunks (`readChunkAt` by default). */
   readChunk?: ChunkSource;
+  /** Memory for a job's chunks kept between epochs (`CHUNK_CACHE_BYTES` by default; 0: none). */
+  chunkCacheBytes?: number;
   idleTaskWaitMs?: number;
   progressLogIntervalMs?: number;
   statusUpdateIntervalMs?: number;
@@ -126,6 +129,8 @@ export class JobTrainer {
     let pservers: PserverConnection | undefined;
     let membership: QuorumMembership | undefined;
     let loop: TrainingLoop | undefined;
+    /** The job's reader, whose chunk cache is reported when the trainer leaves the job. */
+    let jobReader: MinibatchReader | undefined;
     let threw = false;
     /** The next task, claimed while the one in hand ends. */
     let ahead: TaskAhead | undefined;
@@ -196,7 +201,9 @@ export class JobTrainer {
         layout: spec.dataset.layout,
         readChunk: this.deps.readChunk,
         shuffle,
+        ...(this.deps.chunkCacheBytes !== undefined ? { cacheBytes: this.deps.chunkCacheBytes } : {}),
       });
+      jobReader = reader;
       let full = false;
 
       for (;;) {
@@ -325,6 +332,7 @@ export class JobTrainer {
       }
       pservers?.close();
       learner.shutdown();
+      if (jobReader !== undefined) logger.log(`job ${jobId}: ${describeChunkCache(jobReader.cacheStats())}`);
       this.deps.status?.({ state: 'idle', jobId: undefined, taskId: undefined, samplesPerSecond: 0 });
     }
   }

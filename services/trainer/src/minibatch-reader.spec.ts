@@ -309,7 +309,8 @@ describe('minibatch reader', () => {
   it('minibatch reader - a first chunk read ahead is used once, by the task that starts with it', async () => {
     for (const shuffle of [undefined, { seed: 3 }]) {
       const { chunks, readChunk } = fakeChunks([3, 2, 4]);
-      const { reader, asked } = recordingReader(readChunk, { shuffle });
+      // Without the chunk cache, which would answer the second reads.
+      const { reader, asked } = recordingReader(readChunk, { shuffle, cacheBytes: 0 });
       const expected = await labelOrder(new MinibatchReader({ batchSize: 2, layout: LAYOUT, shuffle, readChunk }), [
         chunks[1]!,
         chunks[2]!,
@@ -498,5 +499,53 @@ describe('minibatch reader', () => {
     );
     const other = new MinibatchReader({ batchSize: 2, layout: { ...LAYOUT, featureShape: [3] }, readChunk });
     await expect(collect(other, chunks)).rejects.toThrow(TaskDataError);
+  });
+
+  it('minibatch reader - chunks read in one epoch come from memory in the next, as the same minibatches', async () => {
+    for (const shuffle of [undefined, { seed: 5 }]) {
+      const { chunks, readChunk } = fakeChunks([3, 2, 4]);
+      const { reader, asked } = recordingReader(readChunk, { shuffle });
+      const uncached = recordingReader(readChunk, { shuffle, cacheBytes: 0 });
+      for (const epoch of [0, 1, 2]) {
+        const where = { epoch, taskId: 7 };
+        expect(await collect(reader, chunks, where)).toEqual(await collect(uncached.reader, chunks, where));
+      }
+      expect(asked).toEqual([0, 100, 200]);
+      expect(uncached.asked).toHaveLength(9);
+      expect(reader.cacheStats()).toMatchObject({ hits: 6, misses: 3, entries: 3, evictions: 0 });
+    }
+  });
+
+  it('minibatch reader - a chunk whose read failed is read again; a kept one is still held to the task', async () => {
+    const { chunks, readChunk } = fakeChunks([3]);
+    let fail = true;
+    const { reader, asked } = recordingReader(async (file, offset) => {
+      if (fail) throw new Error('EIO: i/o error, read');
+      return readChunk(file, offset);
+    });
+    await expect(collect(reader, chunks)).rejects.toThrow(/f0: chunk at byte 0: EIO/);
+    fail = false;
+    expect((await collect(reader, chunks)).flatMap((b) => b.labels)).toEqual([0, 1, 2]);
+    expect(asked).toEqual([0, 0]);
+    await expect(collect(reader, [{ ...chunks[0]!, numRecords: 2 }])).rejects.toThrow(
+      /f0: chunk at byte 0: holds 3 records but the task says 2/,
+    );
+    expect(asked).toEqual([0, 0]);
+  });
+
+  it('minibatch reader - beyond its memory for chunks the reader reads them again', async () => {
+    const { chunks, readChunk } = fakeChunks([3, 3, 3]);
+    // Room for two of the chunks, each of which lies in buffers of its own.
+    const own: ChunkSource = async (file, offset) => ({
+      records: (await readChunk(file, offset)).records.map((r) => r.slice()),
+    });
+    const one = (await own('f0', 0)).records.reduce((n, r) => n + r.buffer.byteLength, 0) + 3 * 8;
+    const { reader, asked } = recordingReader(own, { cacheBytes: 2 * one });
+    for (const epoch of [0, 1]) await collect(reader, chunks, { epoch, taskId: 0 });
+    // 0 and 1 were kept, then 2 pushed 0 out, which pushed 1 out, and so on.
+    expect(asked).toEqual([0, 100, 200, 0, 100, 200]);
+    await collect(reader, [chunks[1]!, chunks[2]!]);
+    expect(asked).toHaveLength(6);
+    expect(reader.cacheStats()).toMatchObject({ entries: 2, bytes: 2 * one });
   });
 });

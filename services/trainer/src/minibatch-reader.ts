@@ -2,6 +2,8 @@ import { taskRecordRandom, type ShuffleSettings } from '#libs/data-order';
 import { FeatureWriter, checkRecords, type Batch, type CheckedRecords, type RecordLayout } from '#libs/learner';
 import { ChunkError, readChunkAt } from '#libs/recordio';
 import type { TaskMessage } from '#libs/messaging';
+import { ChunkCache, type ChunkCacheStats } from './chunk-cache.js';
+import { CHUNK_CACHE_BYTES } from './defaults.js';
 import { TaskDataError } from './errors.js';
 import { ShuffleBuffer } from './shuffle-buffer.js';
 
@@ -30,6 +32,11 @@ export interface MinibatchReaderOptions {
   shuffle?: ShuffleSettings;
   /** Memory for minibatches assembled ahead (`prepareWhile`); {@link PREPARED_BYTES} by default. */
   preparedBytes?: number;
+  /**
+   * Memory for chunks kept, read and checked, for the epochs after the one that read them
+   * (`TRAINER_CHUNK_CACHE_MB`); {@link CHUNK_CACHE_BYTES} by default, 0 keeps none.
+   */
+  cacheBytes?: number;
 }
 
 /**
@@ -296,6 +303,8 @@ export class MinibatchReader {
   /** Minibatches assembled ahead of the loop, at most, per task (`preparedBytes`). */
   private readonly preparedLimit: number;
   private readonly pool: BatchPool;
+  /** Chunks read and checked, by file and offset. */
+  private readonly cache: ChunkCache<CheckedRecords | undefined>;
 
   constructor(private readonly options: MinibatchReaderOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
@@ -311,6 +320,12 @@ export class MinibatchReader {
       options.layout.labelDtype,
       this.preparedLimit + HELD_BY_LOOP,
     );
+    this.cache = new ChunkCache(options.cacheBytes ?? CHUNK_CACHE_BYTES, checkedBytes);
+  }
+
+  /** What the chunk cache has done for this reader's job so far. */
+  cacheStats(): ChunkCacheStats {
+    return this.cache.stats();
   }
 
   /**
@@ -447,20 +462,30 @@ export class MinibatchReader {
     }
   }
 
+  /**
+   * A chunk's records, read and checked, or kept from an earlier read of the chunk (each
+   * epoch's tasks name the same chunks); its record count is held against the task's either way.
+   */
   private async readChecked(chunk: TaskChunk): Promise<CheckedRecords | undefined> {
+    const checked = await this.cache.get(`${chunk.offset}@${chunk.file}`, () => this.readAndCheck(chunk));
+    const count = checked?.records.length ?? 0;
+    if (count !== chunk.numRecords) {
+      throw new TaskDataError(
+        chunk.file,
+        chunk.offset,
+        `holds ${count} records but the task says ${chunk.numRecords}; was the file rewritten?`,
+      );
+    }
+    return checked;
+  }
+
+  private async readAndCheck(chunk: TaskChunk): Promise<CheckedRecords | undefined> {
     let records: Uint8Array[];
     try {
       records = (await this.readChunk(chunk.file, chunk.offset)).records;
     } catch (err) {
       if (err instanceof ChunkError) throw err;
       throw new TaskDataError(chunk.file, chunk.offset, (err as Error).message, { cause: err });
-    }
-    if (records.length !== chunk.numRecords) {
-      throw new TaskDataError(
-        chunk.file,
-        chunk.offset,
-        `holds ${records.length} records but the task says ${chunk.numRecords}; was the file rewritten?`,
-      );
     }
     if (records.length === 0) return undefined;
     try {
@@ -469,4 +494,13 @@ export class MinibatchReader {
       throw new TaskDataError(chunk.file, chunk.offset, (err as Error).message, { cause: err });
     }
   }
+}
+
+/** The memory a chunk's checked records keep alive: the buffers they lie in, and their index. */
+function checkedBytes(checked: CheckedRecords | undefined): number {
+  if (checked === undefined) return 0;
+  const buffers = new Set<ArrayBufferLike>(checked.records.map((record) => record.buffer));
+  let bytes = checked.featuresOffsets.byteLength + checked.labels.byteLength;
+  for (const buffer of buffers) bytes += buffer.byteLength;
+  return bytes;
 }

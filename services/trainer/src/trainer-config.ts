@@ -9,6 +9,7 @@ import {
 import { BACKEND_CHOICES, type BackendChoice } from '#libs/learner';
 import { KERNEL_CHOICES, KERNELS_ENV_VAR, type KernelChoice } from '#libs/wasm-simd';
 import {
+  CHUNK_CACHE_BYTES,
   CLAIM_AHEAD_MS,
   IDLE_TASK_WAIT_MS,
   PROGRESS_LOG_INTERVAL_MS,
@@ -53,6 +54,11 @@ export interface TrainerConfig extends PserverTlsConfig, Pick<PathRootsConfig, '
    * `on` for every job; `off` for none (see `usesLearnerThread`).
    */
   learnerThread: LearnerThreadChoice;
+  /**
+   * Mebibytes a job's chunks are kept in, read and checked, for the epochs after the one that
+   * read them (`TRAINER_CHUNK_CACHE_MB`); 0 reads every chunk from the disk each time.
+   */
+  chunkCacheMb: number;
 }
 
 /** Environment fields of the trainer. */
@@ -70,6 +76,10 @@ export const TRAINER_CONFIG: EnvSpec<TrainerConfig> = {
   ],
   kernels: [KERNELS_ENV_VAR, env.oneOf(KERNEL_CHOICES, { default: 'auto' })],
   learnerThread: ['TRAINER_LEARNER_THREAD', env.oneOf(['auto', 'on', 'off'] as const, { default: 'auto' })],
+  chunkCacheMb: [
+    'TRAINER_CHUNK_CACHE_MB',
+    env.int({ default: CHUNK_CACHE_BYTES / (1024 * 1024), min: 0, max: 1024 * 1024 }),
+  ],
   quorumHeartbeatMs: ['TRAINER_QUORUM_HEARTBEAT_MS', env.int({ default: QUORUM_HEARTBEAT_MS, min: 100, max: 600_000 })],
   ...PSERVER_TLS_CONFIG,
   dataRoots: PATH_ROOTS_CONFIG.dataRoots,

@@ -58,6 +58,7 @@ describe('trainer service (Nest wiring, real NATS and Redis)', () => {
       quorumHeartbeatMs: 2_000,
       kernels: 'auto',
       learnerThread: 'auto',
+      chunkCacheMb: 256,
       dataRoots: ['/nonexistent-data'],
     } satisfies TrainerConfig & Record<string, unknown>;
     const app = await NestFactory.createApplicationContext(

@@ -99,6 +99,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       master,
       createLearner,
       readChunk: confinedChunkSource(this.config.dataRoots),
+      chunkCacheBytes: this.config.chunkCacheMb * 1024 * 1024,
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });
         const client = new MeteredPserverClient(
