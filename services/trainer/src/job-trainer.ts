@@ -125,12 +125,18 @@ export class JobTrainer {
       signals.stop,
       afterAbort(signals.preempt, this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS),
     ]);
+    // Made first, so nothing else needs letting go should it throw; it holds no resources.
+    const reader = new MinibatchReader({
+      batchSize: spec.training.batchSize,
+      layout: spec.dataset.layout,
+      readChunk: this.deps.readChunk,
+      shuffle: shuffleSettings(jobId, spec.training),
+      ...(this.deps.chunkCacheBytes !== undefined ? { cacheBytes: this.deps.chunkCacheBytes } : {}),
+    });
     const learner = this.deps.createLearner(spec);
     let pservers: PserverConnection | undefined;
     let membership: QuorumMembership | undefined;
     let loop: TrainingLoop | undefined;
-    /** The job's reader, whose chunk cache is reported when the trainer leaves the job. */
-    let jobReader: MinibatchReader | undefined;
     let threw = false;
     /** The next task, claimed while the one in hand ends. */
     let ahead: TaskAhead | undefined;
@@ -139,7 +145,6 @@ export class JobTrainer {
     /** The `done` report of the last task, still on its way. */
     let reporting: Promise<JobRunEnd | undefined> | undefined;
     try {
-      const shuffle = shuffleSettings(jobId, spec.training);
       let initial: Awaited<ReturnType<Learner['getParams']>>;
       try {
         await learner.initialize({ model: spec.model, layout: spec.dataset.layout, seed: spec.training.seed });
@@ -196,14 +201,6 @@ export class JobTrainer {
           await quorum.refresh().catch((err: Error) => logger.warn(`job ${jobId}: rejoining failed: ${err.message}`));
         },
       });
-      const reader = new MinibatchReader({
-        batchSize: spec.training.batchSize,
-        layout: spec.dataset.layout,
-        readChunk: this.deps.readChunk,
-        shuffle,
-        ...(this.deps.chunkCacheBytes !== undefined ? { cacheBytes: this.deps.chunkCacheBytes } : {}),
-      });
-      jobReader = reader;
       let full = false;
 
       for (;;) {
@@ -332,7 +329,7 @@ export class JobTrainer {
       }
       pservers?.close();
       learner.shutdown();
-      if (jobReader !== undefined) logger.log(`job ${jobId}: ${describeChunkCache(jobReader.cacheStats())}`);
+      logger.log(`job ${jobId}: ${describeChunkCache(reader.cacheStats())}`);
       this.deps.status?.({ state: 'idle', jobId: undefined, taskId: undefined, samplesPerSecond: 0 });
     }
   }
