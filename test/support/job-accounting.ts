@@ -92,8 +92,8 @@ export class JobAccountingWatch {
 
   /**
    * Every breach of "each task done exactly once per epoch" in what was seen: a task counted more
-   * than once, a finished epoch whose done and discarded tasks do not add up to every task, an
-   * epoch never seen at all, and discarded tasks other than the `discarded` expected over the
+   * than once (in the next epoch too, when it opened before the job stopped), a finished epoch
+   * whose done and discarded tasks do not add up to every task, an epoch never seen at all, and discarded tasks other than the `discarded` expected over the
    * whole job (none unless a test discards on purpose).
    */
   problems(expected: { discarded?: number } = {}): string[] {
@@ -102,10 +102,13 @@ export class JobAccountingWatch {
     if (!last) return ['the master never answered a status request'];
     const total = last.tasks.total;
     const finalEpoch = last.epoch;
-    for (let epoch = 0; epoch <= finalEpoch; epoch++) {
+    // The epoch after the current one may have opened (its tasks go out while the current ends).
+    const lastSeen = Math.max(finalEpoch, ...this.epochs.keys());
+    if (lastSeen > finalEpoch + 1) out.push(`epoch ${lastSeen} seen while epoch ${finalEpoch} was current`);
+    for (let epoch = 0; epoch <= lastSeen; epoch++) {
       const e = this.epochs.get(epoch);
       if (!e) {
-        out.push(`epoch ${epoch}: never seen in a status reply`);
+        if (epoch <= finalEpoch) out.push(`epoch ${epoch}: never seen in a status reply`);
         continue;
       }
       for (const [task, count] of Object.entries(e.doneCounts)) {

@@ -249,6 +249,7 @@ export interface JobStatusReply {
   trainers: number;
   startedAt: string;
   stoppedAt?: string;
+  /** Recent epochs, oldest first: the current one, then the next once its tasks started to go out. */
   epochs: EpochAccounting[];
   samples: number;
   /** The job's seed (`training.seed`, or the one the master picked at submission). */

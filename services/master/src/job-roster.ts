@@ -47,8 +47,13 @@ export class JobRoster implements LeaderDuty {
       await this.channels.ensureTrainerConsumer(driver.jobId);
       await driver.publishRecord();
       const c = driver.status().tasks;
+      const next = job.queue.next;
+      const ahead =
+        next === undefined
+          ? ''
+          : `; epoch ${job.queue.epoch + 1} open: ${next.filter((t) => t.status === 'done').length} done, ${next.filter((t) => t.status === 'pending').length} pending`;
       this.logger.log(
-        `resumed job ${driver.jobId} at epoch ${job.queue.epoch} (${c.done} done, ${c.pending} pending, ${c.todo} todo)`,
+        `resumed job ${driver.jobId} at epoch ${job.queue.epoch} (${c.done} done, ${c.pending} pending, ${c.todo} todo${ahead})`,
       );
     }
   }

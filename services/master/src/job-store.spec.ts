@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { CorruptJobStateError, FencedWriteError, LostWritesError } from './errors.js';
 import { JobStore } from './job-store.js';
 import { planTasks } from './task-plan.js';
-import { TaskQueue, type TaskQueueOptions } from './task-queue.js';
+import { TaskQueue, type TaskQueueOptions, type TaskState } from './task-queue.js';
 
 const OPTIONS: TaskQueueOptions = { maxTaskFailures: 1, timeout: { floorMs: 1000, multiplier: 3, window: 20 } };
 const SPEC = { id: 'job-a', training: { chunksPerTask: 2 } } as unknown as JobSpec;
@@ -43,7 +43,8 @@ describe('job store', () => {
   /** The queue as a restarted master sees it, deadlines aside. */
   function comparable(queue: TaskQueue) {
     const snap = TaskQueue.restore(queue.snapshot(), OPTIONS, clock).snapshot();
-    return { ...snap, tasks: snap.tasks.map(({ deadline: _d, ...t }) => t) };
+    const noDeadline = (tasks: TaskState[]) => tasks.map(({ deadline: _d, ...t }) => t);
+    return { ...snap, tasks: noDeadline(snap.tasks), ...(snap.next ? { next: noDeadline(snap.next) } : {}) };
   }
 
   test('job store - every transition round-trips through Redis', async () => {
@@ -86,6 +87,64 @@ describe('job store', () => {
     expect(await store.submission('job-a')).toEqual({ state: 'stopped', submitSeq: 7 });
     expect(await store.jobIds()).toEqual(['job-a']);
   });
+
+  test('job store - the next epoch, open while the current one ends, round-trips and goes when it takes over', async () => {
+    const store = new JobStore(redis, 'overlap');
+    const { plan, queue } = newJob('job-o', 2);
+    await redis.set(store.leaderKey, 'token-1');
+    let writes = await store.create({ spec: SPEC, plan, submitSeq: 3, queue: queue.snapshot() }, 'token-1');
+    const apply = async (t: { change: Parameters<JobStore['applyTransition']>[1] | null }) => {
+      if (t.change) writes = await store.applyTransition('job-o', t.change, 'token-1', writes);
+    };
+    const nextFields = async () =>
+      (await redis.hKeys(store.keys('job-o').tasks)).filter((f) => f.startsWith('next:')).sort();
+    const loaded = async () => comparable(TaskQueue.restore((await store.load('job-o'))!.queue, OPTIONS, clock));
+
+    const [a, b] = (await dispatchInto(queue, 2, apply)).result;
+    for (const d of [a!, b!]) await apply(queue.claim({ ...d, trainerId: 't1' }));
+    await apply(queue.report({ ...a!, trainerId: 't1', outcome: 'done', samples: 3 }));
+    // Epoch 0 has nothing left to hand out: epoch 1 opens, and is stored whole.
+    const [n0, n1] = (await dispatchInto(queue, 2, apply)).result;
+    expect([n0!.epoch, n1!.epoch]).toEqual([1, 1]);
+    expect(await nextFields()).toEqual(['next:0', 'next:1']);
+    await apply(queue.claim({ ...n0!, trainerId: 't2' }));
+    await apply(queue.report({ ...n0!, trainerId: 't2', outcome: 'done', samples: 3 }));
+    expect(await redis.hGetAll(store.keys('job-o').epoch(1))).toEqual({ '0': '1' });
+    expect(await loaded()).toEqual(comparable(queue));
+
+    // Written whole from memory with the next epoch open, it loads back the same.
+    writes = await store.rewrite({ spec: SPEC, plan, submitSeq: 3, queue: queue.snapshot(), writes }, 'token-1');
+    expect(await loaded()).toEqual(comparable(queue));
+
+    // Epoch 0 ends: epoch 1 takes over with its done task, and the next epoch's fields go.
+    await apply(queue.report({ ...b!, trainerId: 't1', outcome: 'done', samples: 3 }));
+    expect(queue.epoch).toBe(1);
+    expect(await nextFields()).toEqual([]);
+    const back = (await store.load('job-o'))!;
+    expect(back.queue.next).toBeUndefined();
+    expect(back.queue.tasks.map((t) => t.status)).toEqual(['done', 'pending']);
+    expect(await loaded()).toEqual(comparable(queue));
+
+    // Removing the job removes the open epoch's counts too.
+    const [m0] = (await dispatchInto(queue, 2, apply)).result;
+    expect(m0!.epoch).toBe(2);
+    await apply(queue.report({ ...m0!, trainerId: 't2', outcome: 'done', samples: 3 }));
+    expect(await redis.exists(store.keys('job-o').epoch(2))).toBe(1);
+    await apply(queue.stop('manual'));
+    expect(await store.remove('job-o', 'r', 'token-1')).toBe(true);
+    expect(await redis.keys('overlap:job:job-o*')).toEqual([]);
+  });
+
+  /** Dispatches and persists. */
+  async function dispatchInto(
+    queue: TaskQueue,
+    limit: number,
+    apply: (t: { change: Parameters<JobStore['applyTransition']>[1] | null }) => Promise<void>,
+  ) {
+    const d = queue.dispatch(limit);
+    await apply(d);
+    return d;
+  }
 
   test('job store - a fenced write lands only while the leader key holds the token', async () => {
     const store = new JobStore(redis, 'fence');

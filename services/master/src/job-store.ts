@@ -39,7 +39,10 @@ export interface StoredSubmission {
 export interface JobKeys {
   /** Hash: spec, runId, submitSeq, state, reason, detail, epoch, startedAt, stoppedAt, samples, ... */
   job: string;
-  /** Hash: taskId → JSON `TaskState` of the current epoch. */
+  /**
+   * Hash: taskId → JSON `TaskState` of the current epoch, and `next:<taskId>` → the same of the
+   * next epoch while that is open.
+   */
   tasks: string;
   /** String: JSON `PlannedTask[]`. */
   plan: string;
@@ -57,7 +60,8 @@ export interface JobKeys {
  * write count this change follows, or '' to apply it whatever the count; ARGV[4]: the count
  * after it, or '' to count one more write. A whole write (`p.whole`: a creation, or the job
  * rewritten from the master's memory) replaces the job, its tasks, its plan and the listed
- * epochs; a creation drops the summaries too. Returns the job's write count after the change;
+ * epochs; a creation drops the summaries too. An epoch's end (`p.dropNext`) drops the next
+ * epoch's task fields before the tasks are written. Returns the job's write count after the change;
  * 0 when the fence is not current; `{2, count}` when the job's write count is not ARGV[3].
  */
 const APPLY_SCRIPT = `
@@ -78,10 +82,15 @@ if p.whole then
   end
   for epoch, value in pairs(p.summaries or {}) do redis.call('HSET', KEYS[5], epoch, value) end
 end
+if p.dropNext then
+  for _, field in ipairs(redis.call('HKEYS', KEYS[4])) do
+    if string.sub(field, 1, 5) == 'next:' then redis.call('HDEL', KEYS[4], field) end
+  end
+end
 for field, value in pairs(p.job) do redis.call('HSET', KEYS[3], field, value) end
 for id, value in pairs(p.tasks) do redis.call('HSET', KEYS[4], id, value) end
 if p.counted then redis.call('HINCRBY', KEYS[7], p.counted, 1) end
-if p.closed then redis.call('HSET', KEYS[5], p.closed.epoch, p.closed.value) end
+for _, closed in ipairs(p.closed or {}) do redis.call('HSET', KEYS[5], closed.epoch, closed.value) end
 local count = tonumber(ARGV[4])
 if count == nil then count = redis.call('HINCRBY', KEYS[3], 'writes', 1)
 else redis.call('HSET', KEYS[3], 'writes', ARGV[4]) end
@@ -118,9 +127,13 @@ interface ApplyPayload {
   /** Summaries of finished epochs, by epoch. */
   summaries?: Record<string, string>;
   job: Record<string, string>;
+  /** Task fields: `<taskId>` for the current epoch, `next:<taskId>` for the next. */
   tasks: Record<string, string>;
+  /** The next epoch's task fields go before `tasks` are written (an epoch ended). */
+  dropNext?: boolean;
   counted?: string;
-  closed?: { epoch: string; value: string };
+  /** Summaries of the epochs that ended, in order. */
+  closed?: { epoch: string; value: string }[];
 }
 
 /** A stored lifecycle state; anything unknown reads as running, as jobs stored before states did. */
@@ -137,15 +150,26 @@ function fieldStrings(fields: Partial<QueueFields> & Record<string, unknown>): R
   return out;
 }
 
-function taskStrings(tasks: readonly TaskState[]): Record<string, string> {
+/** The prefix of the next epoch's task fields in a job's tasks hash. */
+const NEXT_FIELD = 'next:';
+
+/** Task fields of the current epoch's `tasks` and the next epoch's `next`. */
+function taskStrings(tasks: readonly TaskState[], next: readonly TaskState[] = []): Record<string, string> {
   const out: Record<string, string> = {};
   for (const t of tasks) out[String(t.taskId)] = JSON.stringify(t);
+  for (const t of next) out[`${NEXT_FIELD}${t.taskId}`] = JSON.stringify(t);
   return out;
+}
+
+/** The keys of a job's epoch hashes, from epoch 0 to the one after `epoch` (which may be open). */
+function epochKeysThrough(k: JobKeys, epoch: number): string[] {
+  return Array.from({ length: (Number.isInteger(epoch) && epoch >= 0 ? epoch : 0) + 2 }, (_, n) => k.epoch(n));
 }
 
 /**
  * The master's state in Redis, under a key prefix: `<prefix>:jobs` (set of job ids),
- * `<prefix>:job:<id>` (hash), `<prefix>:job:<id>:tasks` (hash taskId → task state),
+ * `<prefix>:job:<id>` (hash), `<prefix>:job:<id>:tasks` (hash taskId → task state, and
+ * `next:<taskId>` → the next epoch's while it is open),
  * `<prefix>:job:<id>:plan`, `<prefix>:job:<id>:epochs` (finished epoch summaries) and
  * `<prefix>:job:<id>:epoch:<n>` (hash taskId → done count). Every write is one Lua script, so a
  * transition lands whole or not at all; with a fencing token, only while `<prefix>:leader` holds it.
@@ -187,10 +211,7 @@ export class JobStore {
   async create(job: StoredJob, fence?: string): Promise<number> {
     const k = this.keys(job.queue.jobId);
     const oldEpoch = await this.redis.hGet(k.job, 'epoch');
-    const stale =
-      oldEpoch === null || oldEpoch === undefined
-        ? []
-        : Array.from({ length: Number(oldEpoch) + 1 }, (_, n) => k.epoch(n));
+    const stale = oldEpoch === null || oldEpoch === undefined ? [] : epochKeysThrough(k, Number(oldEpoch));
     const payload = { ...wholeJob(job), create: true };
     return this.run(job.queue.jobId, k, k.epoch(job.queue.epoch), payload, fence, stale, ['', String(CREATED)]);
   }
@@ -231,11 +252,14 @@ export class JobStore {
    */
   async applyTransition(jobId: string, change: QueueChange, fence?: string, writes?: number): Promise<number> {
     const k = this.keys(jobId);
-    const payload: ApplyPayload = { job: fieldStrings(change.job), tasks: taskStrings(change.tasks) };
+    const payload: ApplyPayload = { job: fieldStrings(change.job), tasks: taskStrings(change.tasks, change.next) };
+    if (change.dropNext) payload.dropNext = true;
     if (change.counted) payload.counted = String(change.counted.taskId);
-    if (change.closedEpoch) {
-      const { epoch, done, discarded } = change.closedEpoch;
-      payload.closed = { epoch: String(epoch), value: JSON.stringify({ done, discarded }) };
+    if (change.closedEpochs?.length) {
+      payload.closed = change.closedEpochs.map(({ epoch, done, discarded }) => ({
+        epoch: String(epoch),
+        value: JSON.stringify({ done, discarded }),
+      }));
     }
     const counts: [string, string] = writes === undefined ? ['', ''] : [String(writes), String(writes + 1)];
     return this.run(jobId, k, k.epoch(change.counted?.epoch ?? 0), payload, fence, [], counts);
@@ -249,8 +273,7 @@ export class JobStore {
    */
   async remove(jobId: string, runId: string, fence?: string): Promise<boolean> {
     const k = this.keys(jobId);
-    const epoch = Number((await this.redis.hGet(k.job, 'epoch')) ?? 0);
-    const epochKeys = Array.from({ length: (Number.isInteger(epoch) ? epoch : 0) + 1 }, (_, n) => k.epoch(n));
+    const epochKeys = epochKeysThrough(k, Number((await this.redis.hGet(k.job, 'epoch')) ?? 0));
     const options = {
       keys: [this.leaderKey, this.jobsKey, k.job, k.tasks, k.plan, k.epochs, ...epochKeys],
       arguments: [fence ?? '', jobId, runId],
@@ -287,9 +310,14 @@ export class JobStore {
     if (Object.keys(fields).length === 0) return undefined;
     try {
       const epoch = int(fields, 'epoch');
+      const taskCount = int(fields, 'taskCount');
+      const tasks = parseTasks(taskFields, taskCount, '');
+      const nextOpen = Object.keys(taskFields).some((f) => f.startsWith(NEXT_FIELD));
+      const next = nextOpen ? parseTasks(taskFields, taskCount, NEXT_FIELD) : undefined;
       const first = Math.max(0, epoch - this.keptEpochs + 1);
+      const last = nextOpen ? epoch + 1 : epoch;
       const counts = await Promise.all(
-        Array.from({ length: epoch - first + 1 }, (_, i) => this.redis.hGetAll(k.epoch(first + i))),
+        Array.from({ length: last - first + 1 }, (_, i) => this.redis.hGetAll(k.epoch(first + i))),
       );
       const epochs: EpochAccounting[] = counts.map((raw, i) => {
         const n = first + i;
@@ -299,12 +327,6 @@ export class JobStore {
         const doneCounts: Record<string, number> = {};
         for (const [taskId, c] of Object.entries(raw)) doneCounts[taskId] = Number(c);
         return { epoch: n, done: summary?.done ?? 0, discarded: summary?.discarded ?? 0, doneCounts };
-      });
-      const taskCount = int(fields, 'taskCount');
-      const tasks: TaskState[] = Array.from({ length: taskCount }, (_, taskId) => {
-        const raw = taskFields[String(taskId)];
-        if (raw === undefined) throw new Error(`task ${taskId} is missing`);
-        return JSON.parse(raw) as TaskState;
       });
       if (planText === null || planText === undefined) throw new Error('the task plan is missing');
       const queue: QueueSnapshot = {
@@ -319,6 +341,7 @@ export class JobStore {
         tasks,
         epochs,
       };
+      if (next !== undefined) queue.next = next;
       if (fields['reason']) queue.reason = fields['reason'] as StopReason;
       if (fields['detail'] !== undefined) queue.detail = fields['detail'];
       if (fields['stoppedAt'] !== undefined) queue.stoppedAt = int(fields, 'stoppedAt');
@@ -390,14 +413,23 @@ const CREATED = 1;
 
 /** The parts of a whole write that a creation and a rewrite share: job fields, tasks, plan. */
 function wholeJob(job: StoredJob): ApplyPayload {
-  const { tasks, epochs: _epochs, ...fields } = job.queue;
+  const { tasks, next, epochs: _epochs, ...fields } = job.queue;
   return {
     whole: true,
     jobId: job.queue.jobId,
     plan: JSON.stringify(job.plan),
     job: fieldStrings({ ...fields, spec: JSON.stringify(job.spec), submitSeq: job.submitSeq, taskCount: tasks.length }),
-    tasks: taskStrings(tasks),
+    tasks: taskStrings(tasks, next),
   };
+}
+
+/** One epoch's task states from a job's tasks hash, its fields named `<prefix><taskId>`. */
+function parseTasks(fields: Record<string, string>, taskCount: number, prefix: string): TaskState[] {
+  return Array.from({ length: taskCount }, (_, taskId) => {
+    const raw = fields[`${prefix}${taskId}`];
+    if (raw === undefined) throw new Error(`task ${taskId}${prefix === '' ? '' : ' of the next epoch'} is missing`);
+    return JSON.parse(raw) as TaskState;
+  });
 }
 
 function str(fields: Record<string, string>, name: string): string {

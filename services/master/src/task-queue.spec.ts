@@ -21,8 +21,9 @@ function setup(taskCount: number, options: Partial<TaskQueueOptions> = {}) {
   return { queue, clock };
 }
 
+/** Dispatches and claims every todo task of the current epoch (and none of the next). */
 function claimAll(queue: TaskQueue, trainerId = 't1') {
-  const { result } = queue.dispatch(100);
+  const { result } = queue.dispatch(queue.counts().todo);
   for (const d of result) expect(queue.claim({ ...d, trainerId }).result.ok).toBe(true);
   return result;
 }
@@ -36,7 +37,11 @@ describe('task queue', () => {
     expect(first.change?.tasks.map((t) => t.status)).toEqual(['pending', 'pending']);
     expect(first.change?.job.dispatchSeq).toBe(2);
     expect(queue.unclaimedCount()).toBe(2);
-    expect(queue.dispatch(10).result.map((d) => d.taskId)).toEqual([2, 3, 4]);
+    expect(queue.dispatch(3).result.map((d) => d.taskId)).toEqual([2, 3, 4]);
+    // With none of epoch 0 left to hand out, epoch 1's follow, up to the limit.
+    const next = queue.dispatch(10);
+    expect(next.result.map((d) => [d.epoch, d.taskId])).toEqual([0, 1, 2, 3, 4].map((id) => [1, id]));
+    expect(next.change?.next?.map((t) => t.status)).toEqual(Array(5).fill('pending'));
     expect(queue.dispatch(10)).toEqual({ result: [], change: null, events: [] });
   });
 
@@ -153,7 +158,7 @@ describe('task queue', () => {
       last = queue.report({ ...again!, trainerId: 't1', outcome: 'failed', error: 'boom' });
     }
     expect(last.events.map((e) => e.type)).toEqual(['task-discarded', 'epoch']);
-    expect(last.change?.closedEpoch).toEqual({ epoch: 0, done: 1, discarded: 1 });
+    expect(last.change?.closedEpochs).toEqual([{ epoch: 0, done: 1, discarded: 1 }]);
     expect(queue.epoch).toBe(1);
     expect(queue.counts()).toEqual({ total: 2, todo: 2, pending: 0, done: 0, discarded: 0 });
     expect(queue.task(0)?.failures).toBe(0);
@@ -420,7 +425,147 @@ describe('task queue', () => {
       queue.report({ ...d, trainerId: 't1', outcome: 'done', samples: 1 });
     }
     const restored = TaskQueue.restore(queue.snapshot(), { ...OPTIONS, shuffleSeed: 1234 }, clock.now);
-    expect(restored.dispatch(10).result.map((d) => d.taskId)).toEqual(epoch0.slice(3));
+    expect(restored.dispatch(7).result.map((d) => d.taskId)).toEqual(epoch0.slice(3));
+    expect(restored.dispatch(10).result.map((d) => d.taskId)).toEqual(epochTaskOrder(10, 1234, 1));
+  });
+
+  test('task queue - once an epoch has no task left to hand out, the next epoch opens; the current keeps priority', () => {
+    const { queue } = setup(3, { shuffleSeed: 8 });
+    const [a, b, c] = queue.dispatch(3).result;
+    for (const d of [a, b, c]) queue.claim({ ...d!, trainerId: d === c ? 't2' : 't1' });
+    queue.report({ ...a!, trainerId: 't1', outcome: 'done', samples: 4 });
+    expect(queue.nextEpochOpen).toBe(false);
+    const opened = queue.dispatch(1);
+    const epoch1 = epochTaskOrder(3, 8, 1);
+    expect(opened.result).toEqual([expect.objectContaining({ epoch: 1, taskId: epoch1[0] })]);
+    // Every task of the next epoch is stored when it opens, the dispatched one pending.
+    expect(opened.change?.tasks).toEqual([]);
+    expect(opened.change?.next?.map((t) => [t.taskId, t.status]).sort()).toEqual(
+      [0, 1, 2].map((id) => [id, id === epoch1[0] ? 'pending' : 'todo']),
+    );
+    expect(queue.nextEpochOpen).toBe(true);
+    expect(queue.epoch).toBe(0);
+    const [n0] = opened.result;
+    expect(queue.claim({ ...n0!, trainerId: 't1' }).change?.next).toHaveLength(1);
+    const doneAhead = queue.report({ ...n0!, trainerId: 't1', outcome: 'done', samples: 4 });
+    expect(doneAhead.change?.counted).toMatchObject({ epoch: 1, taskId: n0!.taskId });
+    expect(queue.counts(1)).toMatchObject({ done: 1, todo: 2 });
+    // A task of the current epoch back in todo goes out before any more of the next.
+    queue.report({ ...b!, trainerId: 't1', outcome: 'failed', error: 'boom' });
+    expect(queue.dispatch(2).result.map((d) => [d.epoch, d.taskId])).toEqual([
+      [0, b!.taskId],
+      [1, epoch1[1]],
+    ]);
+    expect(queue.accounting().map((e) => [e.epoch, e.done])).toEqual([
+      [0, 1],
+      [1, 1],
+    ]);
+    expect(queue.unclaimedCount()).toBe(2);
+  });
+
+  test('task queue - the epoch that ends hands its place to the next with what it already did', () => {
+    const { queue } = setup(2);
+    const [a, b] = claimAll(queue);
+    queue.report({ ...a!, trainerId: 't1', outcome: 'done', samples: 1 });
+    const [n0] = queue.dispatch(1).result;
+    queue.claim({ ...n0!, trainerId: 't1' });
+    queue.report({ ...n0!, trainerId: 't1', outcome: 'done', samples: 1 });
+    const end = queue.report({ ...b!, trainerId: 't1', outcome: 'done', samples: 1 });
+    expect(end.change?.closedEpochs).toEqual([{ epoch: 0, done: 2, discarded: 0 }]);
+    expect(end.change?.dropNext).toBe(true);
+    expect(end.change?.next).toBeUndefined();
+    expect(end.change?.tasks.map((t) => t.status)).toEqual(['done', 'todo']);
+    expect(end.events.map((e) => e.type)).toEqual(['epoch']);
+    expect(queue.epoch).toBe(1);
+    expect(queue.nextEpochOpen).toBe(false);
+    expect(queue.counts()).toEqual({ total: 2, todo: 1, pending: 0, done: 1, discarded: 0 });
+    expect(queue.dispatch(5).result.map((d) => [d.epoch, d.taskId])).toEqual([
+      [1, 1],
+      [2, 0],
+      [2, 1],
+    ]);
+  });
+
+  test('task queue - a next epoch settled whole while the current ends ends with it, in order', () => {
+    const { queue } = setup(2);
+    const [a, b] = claimAll(queue);
+    queue.report({ ...a!, trainerId: 't1', outcome: 'done', samples: 1 });
+    for (const d of queue.dispatch(2).result) {
+      queue.claim({ ...d, trainerId: 't2' });
+      queue.report({ ...d, trainerId: 't2', outcome: 'done', samples: 1 });
+    }
+    // Epoch 1 is all done, and epoch 2 cannot open while epoch 0 has a task pending.
+    expect(queue.dispatch(5).result).toEqual([]);
+    const end = queue.report({ ...b!, trainerId: 't1', outcome: 'done', samples: 1 });
+    expect(end.change?.closedEpochs).toEqual([
+      { epoch: 0, done: 2, discarded: 0 },
+      { epoch: 1, done: 2, discarded: 0 },
+    ]);
+    expect(end.events).toEqual([
+      expect.objectContaining({ type: 'epoch', epoch: 1, done: 2 }),
+      expect.objectContaining({ type: 'epoch', epoch: 2, done: 2 }),
+    ]);
+    expect(end.change?.job.epoch).toBe(2);
+    expect(queue.counts()).toMatchObject({ todo: 2, done: 0 });
+    expect(queue.samples).toBe(4);
+  });
+
+  test('task queue - no epoch past maxEpochs opens, and the budget stops the job when its last epoch ends', () => {
+    const { queue } = setup(2, { maxEpochs: 2 });
+    const [a, b] = claimAll(queue);
+    queue.report({ ...a!, trainerId: 't1', outcome: 'done' });
+    const ahead = queue.dispatch(5).result;
+    expect(ahead.map((d) => d.epoch)).toEqual([1, 1]);
+    for (const d of ahead) {
+      queue.claim({ ...d, trainerId: 't2' });
+      if (d.taskId === 0) queue.report({ ...d, trainerId: 't2', outcome: 'done' });
+    }
+    queue.report({ ...b!, trainerId: 't1', outcome: 'done' });
+    expect(queue.epoch).toBe(1);
+    // Epoch 1 is the last within the budget: epoch 2 never opens.
+    expect(queue.dispatch(5).result).toEqual([]);
+    const last = queue.report({ ...ahead.find((d) => d.taskId === 1)!, trainerId: 't2', outcome: 'done' });
+    expect(last.change?.job).toMatchObject({ epoch: 2, state: 'stopped', reason: 'maxEpochs' });
+  });
+
+  test('task queue - a gone trainer loses its tasks of both epochs; the one it worked on counts the timeout', () => {
+    const { queue, clock } = setup(2);
+    const [a, b] = claimAll(queue, 't2');
+    queue.report({ ...a!, trainerId: 't2', outcome: 'done' });
+    clock.advance(100);
+    const [n0] = queue.dispatch(1).result;
+    queue.claim({ ...n0!, trainerId: 't2' });
+    clock.advance(1_000);
+    const t = queue.expire();
+    expect(t.result).toBe(2);
+    expect(queue.task(b!.taskId)).toMatchObject({ status: 'todo', failures: 1, lastError: 'timeout' });
+    expect(queue.task(n0!.taskId, 1)).toMatchObject({ status: 'todo', failures: 0 });
+    expect(t.events).toEqual([expect.objectContaining({ type: 'task-retried', epoch: 0, taskId: b!.taskId })]);
+    expect(t.change?.tasks.map((x) => x.taskId)).toEqual([b!.taskId]);
+    expect(t.change?.next?.map((x) => x.taskId)).toEqual([n0!.taskId]);
+  });
+
+  test('task queue - a queue restored with the next epoch open goes on with both', () => {
+    const { queue, clock } = setup(3, { claimLeaseMs: 500 });
+    const [a, b, c] = claimAll(queue);
+    queue.report({ ...a!, trainerId: 't1', outcome: 'done' });
+    queue.report({ ...b!, trainerId: 't1', outcome: 'done' });
+    const [n0, n1] = queue.dispatch(2).result;
+    queue.claim({ ...n0!, trainerId: 't2' });
+    queue.report({ ...n0!, trainerId: 't2', outcome: 'done' });
+    clock.advance(60_000);
+    const restored = TaskQueue.restore(queue.snapshot(), OPTIONS, clock.now);
+    expect(restored.nextEpochOpen).toBe(true);
+    expect(restored.task(n1!.taskId, 1)?.deadline).toBe(clock.now() + restored.timeoutMs());
+    expect(restored.task(c!.taskId)?.deadline).toBe(clock.now() + restored.claimLeaseMs());
+    expect(restored.accounting().map((e) => [e.epoch, e.done])).toEqual([
+      [0, 2],
+      [1, 1],
+    ]);
+    expect(restored.report({ ...n1!, trainerId: 't2', outcome: 'done' }).result.counted).toBe(true);
+    restored.report({ ...c!, trainerId: 't1', outcome: 'done' });
+    expect(restored.epoch).toBe(1);
+    expect(restored.counts()).toMatchObject({ done: 2, todo: 1 });
   });
 
   test('task queue - random sequences of events keep the accounting invariants', () => {
@@ -476,12 +621,12 @@ describe('task queue', () => {
           const apply = (change: QueueChange | null) => {
             const before = replica.epoch;
             if (change) replica.apply(change);
-            if (replica.epoch !== before) {
+            for (let ended = before; ended < replica.epoch; ended++) {
               // An epoch ends only when every task is done or discarded.
-              const summary = replica.closed.get(before)!;
+              const summary = replica.closed.get(ended)!;
               assert.equal(summary.done + summary.discarded, n);
               assert.equal(
-                Object.values(replica.doneCounts(before)).reduce((s, c) => s + c, 0),
+                Object.values(replica.doneCounts(ended)).reduce((s, c) => s + c, 0),
                 summary.done,
               );
             }
@@ -490,6 +635,8 @@ describe('task queue', () => {
             if (o.k === 'dispatch') {
               const t = queue.dispatch(o.n);
               issued.push(...t.result);
+              // The next epoch's tasks go out only once the current one has none left to hand out.
+              if (t.result.some((d) => d.epoch > queue.epoch)) assert.equal(queue.counts().todo, 0);
               apply(t.change);
             } else if (o.k === 'claim' && issued.length > 0) {
               const d = pickIssued(issued, o.pick);
@@ -517,6 +664,7 @@ describe('task queue', () => {
             const snap = queue.snapshot();
             // The persisted replica matches the in-memory state after every transition.
             same(replica.tasks(), snap.tasks);
+            same(replica.next() ?? null, snap.next ?? null);
             assert.equal(replica.epoch, snap.epoch);
             assert.equal(replica.job['samples'] ?? 0, snap.samples);
             const c = queue.counts();
@@ -528,12 +676,21 @@ describe('task queue', () => {
               );
               same(replica.doneCounts(e.epoch), e.doneCounts);
             }
-            for (const t of snap.tasks) {
-              if (t.status === 'pending') assert.ok(t.dispatchId !== undefined && t.deadline !== undefined);
-              if (t.status === 'done') assert.equal(replica.doneCounts(snap.epoch)[String(t.taskId)], 1);
-              assert.ok(t.failures <= maxFailures + 1);
+            const open = [{ epoch: snap.epoch, tasks: snap.tasks }];
+            if (snap.next !== undefined) open.push({ epoch: snap.epoch + 1, tasks: snap.next });
+            for (const { epoch, tasks } of open) {
+              for (const t of tasks) {
+                if (t.status === 'pending') assert.ok(t.dispatchId !== undefined && t.deadline !== undefined);
+                if (t.status === 'done') assert.equal(replica.doneCounts(epoch)[String(t.taskId)], 1);
+                assert.ok(t.failures <= maxFailures + 1);
+              }
+              assert.equal(Object.keys(replica.doneCounts(epoch)).length, queue.counts(epoch).done);
             }
-            assert.equal(Object.keys(replica.doneCounts(snap.epoch)).length, c.done);
+            // A restored queue (a failover) holds the same states, with fresh deadlines.
+            const noDeadline = (tasks?: TaskState[]) => tasks?.map(({ deadline: _d, ...t }) => t) ?? null;
+            const restored = TaskQueue.restore(snap, OPTIONS, clock.now).snapshot();
+            same(noDeadline(restored.next), noDeadline(snap.next));
+            same(restored.epochs, snap.epochs);
           }
         },
       ),
@@ -547,6 +704,7 @@ class Replica {
   readonly job: Record<string, unknown> = {};
   readonly closed = new Map<number, { done: number; discarded: number }>();
   private readonly taskMap = new Map<number, TaskState>();
+  private readonly nextMap = new Map<number, TaskState>();
   private readonly counts = new Map<number, Record<string, number>>();
 
   constructor(tasks: TaskState[]) {
@@ -558,18 +716,26 @@ class Replica {
   }
 
   apply(change: QueueChange): void {
+    if (change.dropNext) this.nextMap.clear();
     Object.assign(this.job, change.job);
     for (const t of change.tasks) this.taskMap.set(t.taskId, structuredClone(t));
+    for (const t of change.next ?? []) this.nextMap.set(t.taskId, structuredClone(t));
     if (change.counted) {
       const c = this.doneCounts(change.counted.epoch);
       c[String(change.counted.taskId)] = (c[String(change.counted.taskId)] ?? 0) + 1;
       this.counts.set(change.counted.epoch, c);
     }
-    if (change.closedEpoch) this.closed.set(change.closedEpoch.epoch, change.closedEpoch);
+    for (const closed of change.closedEpochs ?? []) this.closed.set(closed.epoch, closed);
   }
 
   tasks(): TaskState[] {
     return [...this.taskMap.values()].sort((a, b) => a.taskId - b.taskId);
+  }
+
+  /** The next epoch's tasks, or undefined when none are stored. */
+  next(): TaskState[] | undefined {
+    if (this.nextMap.size === 0) return undefined;
+    return [...this.nextMap.values()].sort((a, b) => a.taskId - b.taskId);
   }
 
   doneCounts(epoch: number): Record<string, number> {

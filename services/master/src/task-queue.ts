@@ -15,14 +15,14 @@ import { CLAIM_LEASE_MS, recordDuration, taskTimeoutMs, type TaskTimeoutPolicy }
 /** Epoch accounts kept in memory (and shown in status): the current one and a few before it. */
 export const KEPT_EPOCHS = 5;
 
-/** Where a task stands in the current epoch. */
+/** Where a task stands in its epoch. */
 export type TaskStatus = 'todo' | 'pending' | 'done' | 'discarded';
 
-/** One task's state in the current epoch, as persisted. */
+/** One task's state in one epoch (the current one, or the next once it opened), as persisted. */
 export interface TaskState {
   taskId: number;
   status: TaskStatus;
-  /** Failures and timeouts in the current epoch. */
+  /** Failures and timeouts in its epoch. */
   failures: number;
   /** The current dispatch while pending (and the last one after). */
   dispatchId?: string;
@@ -74,7 +74,13 @@ export interface QueueSnapshot {
   /** Recent task durations, oldest first. */
   durationsMs: number[];
   tasks: TaskState[];
-  /** Accounting of recent epochs, oldest first, the current one last. */
+  /**
+   * The next epoch's tasks, once it opened: when the current epoch had no task left to hand out
+   * (its last ones pending), so trainers done with their part go on with the next epoch instead
+   * of waiting for the slowest. Absent otherwise.
+   */
+  next?: TaskState[];
+  /** Accounting of recent epochs, oldest first, the current one last (then the next, once open). */
   epochs: EpochAccounting[];
 }
 
@@ -86,14 +92,24 @@ export type QueueFields = Pick<
 
 /**
  * What one transition changed, for the store to write atomically: job fields, the new state of
- * each task that changed, a done count to increment, and the summary of an epoch that ended.
+ * each task that changed (in the current epoch and in the next), a done count to increment, and
+ * the summaries of the epochs that ended.
  */
 export interface QueueChange {
   job: Partial<QueueFields>;
+  /** Tasks of the current epoch (the one in `job.epoch` when the change moves it). */
   tasks: TaskState[];
+  /** Tasks of the next epoch: every one when it opens, then those that changed. */
+  next?: TaskState[];
+  /**
+   * True when an epoch ended: the stored next epoch's tasks go, as they are now in `tasks`
+   * (written after the drop), and `next` holds whatever the new next epoch has.
+   */
+  dropNext?: boolean;
   /** A task counted done, with how long it took from its claim (or dispatch) to the report. */
   counted?: { epoch: number; taskId: number; durationMs: number };
-  closedEpoch?: EpochSummary;
+  /** The epochs that ended, in order: usually one, two when the next had finished already. */
+  closedEpochs?: EpochSummary[];
 }
 
 /** The outcome of a transition: its result, the change to persist (null: none) and events to publish. */
@@ -168,6 +184,13 @@ function settled(task: TaskState, status: TaskStatus, extra: Partial<TaskState> 
  * (discarded ones too) starts over. Every transition mutates the in-memory state and returns the
  * change to persist plus the events to publish. No I/O happens here.
  *
+ * Epochs overlap by one: once the current epoch has no task left to hand out (its last ones are
+ * pending), the next epoch opens and its tasks go out, so a trainer done with its part does not
+ * wait for the slowest one's last task. The current epoch keeps priority: a task of it that goes
+ * back to todo is handed out before any more of the next. The next epoch opens only within
+ * `maxEpochs`, and it becomes the current one when the current ends (ending too, at once, if every
+ * task of it is settled by then). Each epoch still trains on every task once.
+ *
  * The queue is the only place a job stops on its budgets (`maxEpochs`, `maxSeconds`): it holds
  * the epoch counter and the start time in the fenced Redis state, so the budget holds across
  * master failovers and whether or not an evaluator runs. The evaluator stops jobs on its metric
@@ -176,8 +199,8 @@ function settled(task: TaskState, status: TaskStatus, extra: Partial<TaskState> 
 export class TaskQueue {
   private s: QueueSnapshot;
   private readonly keptEpochs: number;
-  /** The current epoch's hand-out order, computed when first needed in the epoch. */
-  private order: { epoch: number; taskIds: readonly number[] } | undefined;
+  /** The hand-out orders of the current and next epochs, computed when first needed. */
+  private orders = new Map<number, readonly number[]>();
   /** The job's fair share of the live trainers (see `setTrainerShare`). */
   private share: number | undefined;
 
@@ -220,13 +243,13 @@ export class TaskQueue {
   static restore(snapshot: QueueSnapshot, options: TaskQueueOptions, clock: Clock = Date.now): TaskQueue {
     const queue = new TaskQueue(structuredClone(snapshot), options, clock);
     const unclaimed = clock() + queue.timeoutMs();
-    queue.s.tasks = queue.s.tasks.map((t) =>
-      t.status === 'pending' && t.claimedBy === undefined ? { ...t, deadline: unclaimed } : t,
-    );
-    queue.leaseClaims();
-    if (!queue.s.epochs.some((e) => e.epoch === queue.s.epoch)) {
-      queue.s.epochs.push({ epoch: queue.s.epoch, done: 0, discarded: 0, doneCounts: {} });
+    for (const { tasks } of queue.open()) {
+      for (const t of tasks)
+        if (t.status === 'pending' && t.claimedBy === undefined) tasks[t.taskId] = { ...t, deadline: unclaimed };
     }
+    queue.leaseClaims();
+    queue.account(queue.s.epoch);
+    if (queue.s.next !== undefined) queue.account(queue.s.epoch + 1);
     return queue;
   }
 
@@ -289,30 +312,37 @@ export class TaskQueue {
     return Math.min(this.options.claimLeaseMs ?? CLAIM_LEASE_MS, this.timeoutMs());
   }
 
-  /** One task's state (a copy). */
-  task(taskId: number): TaskState | undefined {
-    const t = this.s.tasks[taskId];
+  /** One task's state (a copy) in the current epoch, or in `epoch` when that is open. */
+  task(taskId: number, epoch = this.s.epoch): TaskState | undefined {
+    const t = this.tasksOf(epoch)?.[taskId];
     return t === undefined ? undefined : { ...t };
   }
 
-  /** Task counters of the current epoch. */
-  counts(): TaskCounts {
+  /** Task counters of the current epoch, or of `epoch` when that is open (else all zero). */
+  counts(epoch = this.s.epoch): TaskCounts {
     const c: TaskCounts = { total: this.s.tasks.length, todo: 0, pending: 0, done: 0, discarded: 0 };
-    for (const t of this.s.tasks) c[t.status] += 1;
+    for (const t of this.tasksOf(epoch) ?? []) c[t.status] += 1;
     return c;
   }
 
-  /** Pending tasks that no trainer claimed yet (their messages wait in the stream). */
-  unclaimedCount(): number {
-    return this.s.tasks.filter((t) => t.status === 'pending' && t.claimedBy === undefined).length;
+  /** The next epoch, when its tasks have started to go out while the current one ends. */
+  get nextEpochOpen(): boolean {
+    return this.s.next !== undefined;
   }
 
-  /** Accounting of recent epochs, oldest first; the current epoch's totals are live. */
+  /** Pending tasks that no trainer claimed yet (their messages wait in the stream), in both epochs. */
+  unclaimedCount(): number {
+    let n = 0;
+    for (const t of this.pending()) if (t.task.claimedBy === undefined) n += 1;
+    return n;
+  }
+
+  /** Accounting of recent epochs, oldest first; the totals of the open epochs are live. */
   accounting(): EpochAccounting[] {
     return this.s.epochs.map((e) => {
       const account = { ...e, doneCounts: { ...e.doneCounts } };
-      if (e.epoch === this.s.epoch) {
-        const c = this.counts();
+      if (this.tasksOf(e.epoch) !== undefined) {
+        const c = this.counts(e.epoch);
         account.done = c.done;
         account.discarded = c.discarded;
       }
@@ -321,47 +351,45 @@ export class TaskQueue {
   }
 
   /**
-   * The order in which the current epoch hands out its tasks: task ids by the epoch's seeded
-   * permutation with `shuffleSeed`, else ascending. It depends only on the seed and the epoch,
-   * so a master that restores the queue after a failover goes on in the same order.
+   * The order in which an epoch (the current one by default) hands out its tasks: task ids by the
+   * epoch's seeded permutation with `shuffleSeed`, else ascending. It depends only on the seed and
+   * the epoch, so a master that restores the queue after a failover goes on in the same order.
    */
-  dispatchOrder(): readonly number[] {
-    if (this.order?.epoch !== this.s.epoch) {
+  dispatchOrder(epoch = this.s.epoch): readonly number[] {
+    let taskIds = this.orders.get(epoch);
+    if (taskIds === undefined) {
       const count = this.s.tasks.length;
       const { shuffleSeed } = this.options;
-      const taskIds =
+      taskIds =
         shuffleSeed === undefined
           ? Array.from({ length: count }, (_, i) => i)
-          : epochTaskOrder(count, shuffleSeed, this.s.epoch);
-      this.order = { epoch: this.s.epoch, taskIds };
+          : epochTaskOrder(count, shuffleSeed, epoch);
+      for (const known of this.orders.keys()) if (known < this.s.epoch) this.orders.delete(known);
+      this.orders.set(epoch, taskIds);
     }
-    return this.order.taskIds;
+    return taskIds;
   }
 
   /**
    * Hands out up to `limit` todo tasks, the earliest in {@link dispatchOrder} first (so a task
    * that went back to todo is handed out again before the ones after it): each becomes pending
-   * with a fresh dispatch id.
+   * with a fresh dispatch id. The current epoch's go first; once it has none left, the next
+   * epoch opens (within `maxEpochs`) and its tasks follow.
    */
   dispatch(limit: number): Transition<Dispatch[]> {
     if (this.s.state !== 'running' || limit < 1) return { result: [], change: null, events: [] };
-    const now = this.clock();
-    const deadline = now + this.timeoutMs();
-    const dispatched: Dispatch[] = [];
-    const tasks: TaskState[] = [];
-    for (const taskId of this.dispatchOrder()) {
-      if (dispatched.length >= limit) break;
-      const t = this.s.tasks[taskId]!;
-      if (t.status !== 'todo') continue;
-      this.s.dispatchSeq += 1;
-      const dispatchId = `${this.s.runId}.${this.s.dispatchSeq}`;
-      const next: TaskState = { ...settled(t, 'pending'), dispatchId, dispatchedAt: now, deadline };
-      this.s.tasks[t.taskId] = next;
-      tasks.push(next);
-      dispatched.push({ taskId: t.taskId, epoch: this.s.epoch, dispatchId, deadline });
+    const change: QueueChange = { job: {}, tasks: [] };
+    const dispatched = this.dispatchFrom(this.s.epoch, limit, change);
+    if (dispatched.length < limit && this.mayOpenNext()) {
+      const opening = this.s.next === undefined;
+      if (opening) this.openNext();
+      dispatched.push(...this.dispatchFrom(this.s.epoch + 1, limit - dispatched.length, change));
+      // A next epoch is stored whole when it opens.
+      if (opening) change.next = this.s.next!.map((t) => ({ ...t }));
     }
     if (dispatched.length === 0) return { result: [], change: null, events: [] };
-    return { result: dispatched, change: { job: { dispatchSeq: this.s.dispatchSeq }, tasks }, events: [] };
+    change.job.dispatchSeq = this.s.dispatchSeq;
+    return { result: dispatched, change, events: [] };
   }
 
   /**
@@ -377,26 +405,26 @@ export class TaskQueue {
     if (t === undefined || (t.claimedBy !== undefined && t.claimedBy !== claim.trainerId)) {
       return { result: { ok: false, reason: 'stale' }, change: null, events: [] };
     }
+    const change: QueueChange = { job: {}, tasks: [] };
     if (t.claimedBy === undefined && this.isFull(claim.trainerId)) {
-      const back = settled(t, 'todo');
-      this.s.tasks[t.taskId] = back;
-      return { result: { ok: false, reason: 'full' }, change: { job: {}, tasks: [back] }, events: [] };
+      this.put(change, claim.epoch, settled(t, 'todo'));
+      return { result: { ok: false, reason: 'full' }, change, events: [] };
     }
     const now = this.clock();
     const claimedAt = t.claimedBy === claim.trainerId ? (t.claimedAt ?? now) : now;
     const leaseMs = this.claimLeaseMs();
-    const next: TaskState = { ...t, claimedBy: claim.trainerId, claimedAt, deadline: now + leaseMs };
-    this.s.tasks[t.taskId] = next;
-    return {
-      result: { ok: true, deadlineMs: next.deadline!, leaseMs },
-      change: { job: {}, tasks: [next] },
-      events: [],
-    };
+    const next = this.put(change, claim.epoch, {
+      ...t,
+      claimedBy: claim.trainerId,
+      claimedAt,
+      deadline: now + leaseMs,
+    });
+    return { result: { ok: true, deadlineMs: next.deadline!, leaseMs }, change, events: [] };
   }
 
   /**
    * A trainer's report. Ignored (`counted: false`) unless it names the task's current dispatch.
-   * done: the task is done and counted once in the epoch's accounting; failed: one more failure,
+   * done: the task is done and counted once in its epoch's accounting; failed: one more failure,
    * back to todo or discarded; returned: back to todo with no failure. The epoch may end here.
    */
   report(report: Omit<TaskReport, 'jobId'>): Transition<TaskReportReply> {
@@ -404,6 +432,7 @@ export class TaskQueue {
     if (this.s.state !== 'running') return ignored;
     const t = this.current(report);
     if (t === undefined) return ignored;
+    const { epoch } = report;
     const now = this.clock();
     const change: QueueChange = { job: {}, tasks: [] };
     const events: JobEventInput[] = [];
@@ -411,35 +440,33 @@ export class TaskQueue {
       const started = t.claimedAt ?? t.dispatchedAt ?? now;
       const next = settled(t, 'done');
       delete next.lastError;
-      this.s.tasks[t.taskId] = next;
+      this.put(change, epoch, next);
       this.s.durationsMs = recordDuration(this.s.durationsMs, now - started, this.options.timeout.window);
       const samples =
         report.samples !== undefined && Number.isFinite(report.samples) && report.samples > 0 ? report.samples : 0;
       this.s.samples += samples;
-      const account = this.currentAccount();
+      const account = this.account(epoch);
       account.doneCounts[String(t.taskId)] = (account.doneCounts[String(t.taskId)] ?? 0) + 1;
-      change.tasks.push(next);
       change.job.durationsMs = this.s.durationsMs;
       change.job.samples = this.s.samples;
-      change.counted = { epoch: this.s.epoch, taskId: t.taskId, durationMs: Math.max(0, now - started) };
+      change.counted = { epoch, taskId: t.taskId, durationMs: Math.max(0, now - started) };
     } else if (report.outcome === 'failed') {
-      change.tasks.push(this.fail(t, report.error ?? 'failed', events));
+      this.fail(change, epoch, t, report.error ?? 'failed', events);
     } else {
-      const back = settled(t, 'todo');
-      this.s.tasks[t.taskId] = back;
-      change.tasks.push(back);
+      this.put(change, epoch, settled(t, 'todo'));
     }
     this.endEpochIfDone(change, events);
     return { result: { ok: true, counted: true }, change, events };
   }
 
   /**
-   * Scans deadlines. A claimed task past its deadline means its trainer is gone (a live trainer
-   * renews every claim it holds): the task it claimed first, the one it was working on, counts a
-   * failure (event task-retried with error `timeout`, or task-discarded), and the others it held,
-   * claimed ahead and never started, go back to todo at once with no failure. A dispatched task
-   * nobody claimed in time (its message was lost, or its puller died before claiming) goes back
-   * to todo with no failure. Also stops the job once `maxSeconds` passed. The epoch may end here.
+   * Scans deadlines, in both open epochs. A claimed task past its deadline means its trainer is
+   * gone (a live trainer renews every claim it holds): the task it claimed first, the one it was
+   * working on, counts a failure (event task-retried with error `timeout`, or task-discarded),
+   * and the others it held, claimed ahead and never started, go back to todo at once with no
+   * failure. A dispatched task nobody claimed in time (its message was lost, or its puller died
+   * before claiming) goes back to todo with no failure. Also stops the job once `maxSeconds`
+   * passed. The epoch may end here.
    */
   expire(): Transition<number> {
     if (this.s.state !== 'running') return { result: 0, change: null, events: [] };
@@ -448,28 +475,22 @@ export class TaskQueue {
     const events: JobEventInput[] = [];
     let expired = 0;
     const gone = new Set<string>();
-    for (const t of this.s.tasks) {
-      if (t.status !== 'pending' || t.deadline === undefined || t.deadline > now) continue;
+    for (const { epoch, task: t } of this.pending()) {
+      if (t.deadline === undefined || t.deadline > now) continue;
       expired += 1;
-      if (t.claimedBy === undefined) {
-        const back = settled(t, 'todo');
-        this.s.tasks[t.taskId] = back;
-        change.tasks.push(back);
-      } else {
-        gone.add(t.claimedBy);
-      }
+      if (t.claimedBy === undefined) this.put(change, epoch, settled(t, 'todo'));
+      else gone.add(t.claimedBy);
     }
     for (const trainerId of gone) {
-      const held = this.s.tasks
-        .filter((t) => t.status === 'pending' && t.claimedBy === trainerId)
-        .sort((a, b) => (a.claimedAt ?? 0) - (b.claimedAt ?? 0) || a.taskId - b.taskId);
+      const held = this.pending()
+        .filter(({ task: t }) => t.claimedBy === trainerId)
+        .sort(
+          (a, b) =>
+            (a.task.claimedAt ?? 0) - (b.task.claimedAt ?? 0) || a.epoch - b.epoch || a.task.taskId - b.task.taskId,
+        );
       const [working, ...ahead] = held;
-      change.tasks.push(this.fail(working!, TIMEOUT_ERROR, events));
-      for (const t of ahead) {
-        const back = settled(t, 'todo');
-        this.s.tasks[t.taskId] = back;
-        change.tasks.push(back);
-      }
+      this.fail(change, working!.epoch, working!.task, TIMEOUT_ERROR, events);
+      for (const { epoch, task } of ahead) this.put(change, epoch, settled(task, 'todo'));
     }
     const outOfTime = timeBudgetSpent(this.options, this.s.startedAt, now);
     if (outOfTime !== undefined) {
@@ -488,22 +509,21 @@ export class TaskQueue {
    */
   rearmClaims(): Transition<number> {
     if (this.s.state !== 'running') return { result: 0, change: null, events: [] };
-    const tasks = this.leaseClaims();
-    if (tasks.length === 0) return { result: 0, change: null, events: [] };
-    return { result: tasks.length, change: { job: {}, tasks }, events: [] };
+    const change = this.leaseClaims();
+    const moved = change.tasks.length + (change.next?.length ?? 0);
+    if (moved === 0) return { result: 0, change: null, events: [] };
+    return { result: moved, change, events: [] };
   }
 
   /** Moves every claimed task's deadline to at least one claim lease from now; returns those moved. */
-  private leaseClaims(): TaskState[] {
+  private leaseClaims(): QueueChange {
     const deadline = this.clock() + this.claimLeaseMs();
-    const moved: TaskState[] = [];
-    for (const t of this.s.tasks) {
-      if (t.status !== 'pending' || t.claimedBy === undefined || (t.deadline ?? 0) >= deadline) continue;
-      const next: TaskState = { ...t, deadline };
-      this.s.tasks[t.taskId] = next;
-      moved.push(next);
+    const change: QueueChange = { job: {}, tasks: [] };
+    for (const { epoch, task: t } of this.pending()) {
+      if (t.claimedBy === undefined || (t.deadline ?? 0) >= deadline) continue;
+      this.put(change, epoch, { ...t, deadline });
     }
-    return moved;
+    return change;
   }
 
   /** Stops the job (first stop wins; a stopped job ignores later ones and returns false). */
@@ -532,14 +552,6 @@ export class TaskQueue {
     return { result: true, change, events };
   }
 
-  /** The task a claim or report names, when its epoch and dispatch are current and it is pending. */
-  private current(ref: { taskId: number; epoch: number; dispatchId: string }): TaskState | undefined {
-    if (ref.epoch !== this.s.epoch || !Number.isInteger(ref.taskId)) return undefined;
-    const t = this.s.tasks[ref.taskId];
-    if (t === undefined || t.status !== 'pending' || t.dispatchId !== ref.dispatchId) return undefined;
-    return t;
-  }
-
   /**
    * Sets the job's fair share of the live trainers: a claim from a trainer beyond it (and
    * beyond `maxTrainers`) is refused `full`, so that trainer serves another job. Undefined: no share.
@@ -555,59 +567,141 @@ export class TaskQueue {
     return max === undefined ? this.share : Math.min(max, this.share);
   }
 
+  /** The task list of an open epoch: the current one, or the next once it opened. */
+  private tasksOf(epoch: number): TaskState[] | undefined {
+    if (epoch === this.s.epoch) return this.s.tasks;
+    return epoch === this.s.epoch + 1 ? this.s.next : undefined;
+  }
+
+  /** The open epochs with their tasks, the current one first. */
+  private open(): { epoch: number; tasks: TaskState[] }[] {
+    const open = [{ epoch: this.s.epoch, tasks: this.s.tasks }];
+    if (this.s.next !== undefined) open.push({ epoch: this.s.epoch + 1, tasks: this.s.next });
+    return open;
+  }
+
+  /** Every pending task of the open epochs, with its epoch. */
+  private pending(): { epoch: number; task: TaskState }[] {
+    const out: { epoch: number; task: TaskState }[] = [];
+    for (const { epoch, tasks } of this.open()) {
+      for (const task of tasks) if (task.status === 'pending') out.push({ epoch, task });
+    }
+    return out;
+  }
+
+  /** Sets a task's new state in an open epoch and records it in `change`; returns it. */
+  private put(change: QueueChange, epoch: number, task: TaskState): TaskState {
+    this.tasksOf(epoch)![task.taskId] = task;
+    if (epoch === this.s.epoch) change.tasks.push(task);
+    else (change.next ??= []).push(task);
+    return task;
+  }
+
+  /** Hands out up to `limit` todo tasks of an open epoch, in its order. */
+  private dispatchFrom(epoch: number, limit: number, change: QueueChange): Dispatch[] {
+    const tasks = this.tasksOf(epoch)!;
+    const now = this.clock();
+    const deadline = now + this.timeoutMs();
+    const dispatched: Dispatch[] = [];
+    for (const taskId of this.dispatchOrder(epoch)) {
+      if (dispatched.length >= limit) break;
+      const t = tasks[taskId]!;
+      if (t.status !== 'todo') continue;
+      this.s.dispatchSeq += 1;
+      const dispatchId = `${this.s.runId}.${this.s.dispatchSeq}`;
+      this.put(change, epoch, { ...settled(t, 'pending'), dispatchId, dispatchedAt: now, deadline });
+      dispatched.push({ taskId, epoch, dispatchId, deadline });
+    }
+    return dispatched;
+  }
+
+  /**
+   * Whether the next epoch's tasks may go out: the current epoch has none left to hand out, and
+   * the epoch budget leaves room for the next.
+   */
+  private mayOpenNext(): boolean {
+    if (this.s.tasks.length === 0 || this.s.tasks.some((t) => t.status === 'todo')) return false;
+    return epochBudgetSpent(this.options, this.s.epoch + 1) === undefined;
+  }
+
+  /** Opens the next epoch, every task todo. */
+  private openNext(): void {
+    this.s.next = this.s.tasks.map((t) => freshTask(t.taskId));
+    this.account(this.s.epoch + 1);
+  }
+
   private isFull(trainerId: string): boolean {
     const limit = this.trainerLimit();
     if (limit === undefined) return false;
     const holders = new Set<string>();
-    for (const t of this.s.tasks) if (t.status === 'pending' && t.claimedBy !== undefined) holders.add(t.claimedBy);
+    for (const { task } of this.pending()) if (task.claimedBy !== undefined) holders.add(task.claimedBy);
     return !holders.has(trainerId) && holders.size >= limit;
   }
 
+  /** The task a claim or report names, when its epoch is open and it is pending in that dispatch. */
+  private current(ref: { taskId: number; epoch: number; dispatchId: string }): TaskState | undefined {
+    if (!Number.isInteger(ref.taskId)) return undefined;
+    const t = this.tasksOf(ref.epoch)?.[ref.taskId];
+    if (t === undefined || t.status !== 'pending' || t.dispatchId !== ref.dispatchId) return undefined;
+    return t;
+  }
+
   /** One more failure: back to todo, or discarded past `maxTaskFailures`. */
-  private fail(t: TaskState, error: string, events: JobEventInput[]): TaskState {
+  private fail(change: QueueChange, epoch: number, t: TaskState, error: string, events: JobEventInput[]): void {
     const failures = t.failures + 1;
     const discard = failures > this.options.maxTaskFailures;
-    const next = settled(t, discard ? 'discarded' : 'todo', { failures, lastError: error });
-    this.s.tasks[t.taskId] = next;
+    this.put(change, epoch, settled(t, discard ? 'discarded' : 'todo', { failures, lastError: error }));
     events.push({
       type: discard ? 'task-discarded' : 'task-retried',
       jobId: this.s.jobId,
-      epoch: this.s.epoch,
+      epoch,
       taskId: t.taskId,
       failures,
       error,
     });
-    return next;
   }
 
-  private currentAccount(): EpochAccounting {
-    let account = this.s.epochs.find((e) => e.epoch === this.s.epoch);
+  /** The accounting of an epoch, added (after the ones before it) when missing. */
+  private account(epoch: number): EpochAccounting {
+    let account = this.s.epochs.find((e) => e.epoch === epoch);
     if (account === undefined) {
-      account = { epoch: this.s.epoch, done: 0, discarded: 0, doneCounts: {} };
+      account = { epoch, done: 0, discarded: 0, doneCounts: {} };
       this.s.epochs.push(account);
+      this.s.epochs.sort((a, b) => a.epoch - b.epoch);
     }
     return account;
   }
 
   /**
-   * Ends the epoch when every task is done or discarded: the summary is kept, the counter moves
-   * on and every task starts over. Reaching `maxEpochs` stops the job in the same change.
+   * Ends the epoch when every task of it is done or discarded: the summary is kept, the counter
+   * moves on, and the next epoch's tasks (or every task afresh, when it had not opened) become
+   * the current ones; if those are all settled already, that epoch ends too. Reaching `maxEpochs`
+   * stops the job in the same change.
    */
   private endEpochIfDone(change: QueueChange, events: JobEventInput[]): void {
-    const c = this.counts();
-    if (c.todo > 0 || c.pending > 0) return;
-    const account = this.currentAccount();
+    while (this.s.state === 'running') {
+      const c = this.counts();
+      if (c.todo > 0 || c.pending > 0) return;
+      this.endEpoch(change, events, c);
+    }
+  }
+
+  private endEpoch(change: QueueChange, events: JobEventInput[], c: TaskCounts): void {
+    const account = this.account(this.s.epoch);
     account.done = c.done;
     account.discarded = c.discarded;
-    change.closedEpoch = { epoch: this.s.epoch, done: c.done, discarded: c.discarded };
+    (change.closedEpochs ??= []).push({ epoch: this.s.epoch, done: c.done, discarded: c.discarded });
     const barren = c.done === 0 && this.s.tasks.every((t) => t.status === 'discarded' && t.lastError !== TIMEOUT_ERROR);
     const lastError = this.s.tasks.at(-1)?.lastError;
     this.s.epoch += 1;
-    this.s.tasks = this.s.tasks.map((t) => freshTask(t.taskId));
-    this.s.epochs.push({ epoch: this.s.epoch, done: 0, discarded: 0, doneCounts: {} });
+    this.s.tasks = this.s.next ?? this.s.tasks.map((t) => freshTask(t.taskId));
+    delete this.s.next;
+    this.account(this.s.epoch);
     this.s.epochs = this.s.epochs.slice(-this.keptEpochs);
     change.job.epoch = this.s.epoch;
     change.tasks = this.s.tasks.map((t) => ({ ...t }));
+    change.dropNext = true;
+    delete change.next;
     events.push({
       type: 'epoch',
       jobId: this.s.jobId,

@@ -131,7 +131,7 @@ describe('master failover', () => {
     // Sent while no master leads: retried until the new leader answers, and counted once.
     expect(await trainer.report(held, 'done', { samples: 4 })).toEqual({ ok: true, counted: true });
     await b.waitFor(/master master-b is the leader/);
-    expect(b.output()).toMatch(new RegExp(`resumed job ${JOB} at epoch 1 \\(3 done, \\d+ pending, \\d+ todo\\)`));
+    expect(b.output()).toMatch(new RegExp(`resumed job ${JOB} at epoch 1 \\(3 done, \\d+ pending, \\d+ todo[;)]`));
 
     const pulled: { epoch: number; taskId: number }[] = [];
     await trainer.work(
