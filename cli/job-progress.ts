@@ -5,6 +5,8 @@ export interface StatusSnapshot {
   state?: string;
   epoch?: number;
   tasks?: { total: number; done: number; pending: number; discarded: number };
+  /** Recent epochs' accounting: the next epoch's too once its tasks started to go out. */
+  epochs?: { epoch: number; done: number }[];
   samples?: number;
 }
 
@@ -49,7 +51,7 @@ export class JobProgress {
         this.epoch = event.epoch;
         return `epoch ${event.epoch} begins (previous: ${event.done} tasks done, ${event.discarded} discarded)`;
       case 'task-retried':
-        return `task ${event.taskId} retried (${event.failures} failures): ${event.error}`;
+        return `task ${event.taskId} of epoch ${event.epoch} retried (${event.failures} failures): ${event.error}`;
       case 'task-discarded':
         return `task ${event.taskId} discarded for epoch ${event.epoch} after ${event.failures} failures: ${event.error}`;
       case 'waiting':
@@ -93,11 +95,16 @@ export class JobProgress {
   /** The one-line summary of where the job is. */
   line(): string {
     const t = this.status.tasks;
+    const next = this.status.epochs?.find((e) => e.epoch === this.epoch + 1);
+    const notes = [
+      ...(t?.pending ? [`${t.pending} in flight`] : []),
+      ...(next !== undefined && next.done > 0 ? [`epoch ${next.epoch}: ${next.done} done`] : []),
+    ];
     const parts = [
       `${this.jobId}`,
       `${Math.round((Date.now() - this.startedMs) / 1000)}s`,
       `epoch ${this.epoch}`,
-      t ? `tasks ${t.done}/${t.total}${t.pending ? ` (${t.pending} in flight)` : ''}` : 'tasks ?',
+      t ? `tasks ${t.done}/${t.total}${notes.length > 0 ? ` (${notes.join('; ')})` : ''}` : 'tasks ?',
       `step ${this.version}`,
     ];
     if (this.metric) {
