@@ -515,7 +515,7 @@ export class TaskQueue {
     return { result: moved, change, events: [] };
   }
 
-  /** Moves every claimed task's deadline to at least one claim lease from now; returns those moved. */
+  /** Moves every claimed task's deadline to at least one claim lease from now; returns the change. */
   private leaseClaims(): QueueChange {
     const deadline = this.clock() + this.claimLeaseMs();
     const change: QueueChange = { job: {}, tasks: [] };
