@@ -46,12 +46,9 @@ export class JobRoster implements LeaderDuty {
       // The last leader may have died between persisting a job and announcing it: announce it again.
       await this.channels.ensureTrainerConsumer(driver.jobId);
       await driver.publishRecord();
-      const c = driver.status().tasks;
-      const next = job.queue.next;
-      const ahead =
-        next === undefined
-          ? ''
-          : `; epoch ${job.queue.epoch + 1} open: ${next.filter((t) => t.status === 'done').length} done, ${next.filter((t) => t.status === 'pending').length} pending`;
+      const { tasks: c, epochs } = driver.status();
+      const next = epochs.find((e) => e.epoch === job.queue.epoch + 1);
+      const ahead = next === undefined ? '' : `; epoch ${next.epoch} open: ${next.done} done`;
       this.logger.log(
         `resumed job ${driver.jobId} at epoch ${job.queue.epoch} (${c.done} done, ${c.pending} pending, ${c.todo} todo${ahead})`,
       );
