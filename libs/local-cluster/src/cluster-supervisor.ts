@@ -25,7 +25,7 @@ import { SERVICE_NODE_FLAGS, withServiceMalloc } from './service-node-flags.js';
 import { trainerCores, type PinChoice, type TrainerCores } from './trainer-cores.js';
 
 /** Roles the supervisor runs, in start order. */
-export type ServiceRole = 'pserver' | 'master' | 'trainer' | 'evaluator';
+export type ServiceRole = 'pserver' | 'master' | 'evaluator' | 'trainer';
 
 /** How long a service may take to log its readiness line. */
 export const SERVICE_READY_TIMEOUT_MS = 60_000;
@@ -379,8 +379,11 @@ export class LocalCluster {
       ],
       // Masters are named after their slot, so `ps`, the logs and the leader lease token agree.
       ['master', this.opts.masters, (i) => ({ TRIBUTARY_ID: `master-${i}` })],
-      ['trainer', this.opts.trainers, () => ({})],
+      // The evaluator before the trainers: a job queued before `up` is scored from its first
+      // snapshots, and the evaluator's start (at its lower priority) does not wait for the cores
+      // that busy trainers hold.
       ['evaluator', this.opts.evaluators, () => ({})],
+      ['trainer', this.opts.trainers, () => ({})],
     ];
     for (const [role, count, env] of plan) {
       const group = Array.from(
