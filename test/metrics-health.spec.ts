@@ -224,6 +224,8 @@ describe('metrics and health', () => {
       );
       expect(tasks.every((n) => n !== undefined && n >= 0)).toBe(true);
       expect(tasks.reduce((a, b) => a! + b!, 0)).toBeGreaterThan(0);
+      // The next epoch's gauge has samples only while that epoch is open; the master declares it.
+      expect(scrape.master).toContain('# TYPE tributary_master_next_epoch_tasks gauge');
 
       expect(sample(scrape.evaluator, 'tributary_evaluator_evaluations_total', job)).toBeGreaterThan(0);
       const loss = sample(scrape.evaluator, 'tributary_evaluator_loss', job);

@@ -9,6 +9,7 @@ import type {
   StopReason,
   TaskClaim,
   TaskClaimReply,
+  TaskCounts,
   TaskReport,
   TaskReportReply,
 } from '#libs/messaging';
@@ -109,6 +110,14 @@ export class JobDriver {
       trainers: this.trainers,
       lastMetrics: this.lastMetrics,
     });
+  }
+
+  /**
+   * Task counters of the next epoch while its tasks go out beside the current one's (epochs
+   * overlap by one); undefined while only the current epoch is open.
+   */
+  nextEpochTasks(): TaskCounts | undefined {
+    return this.queue.nextEpochOpen ? this.queue.counts(this.queue.epoch + 1) : undefined;
   }
 
   /** The job's line in the jobs list. */

@@ -10,7 +10,8 @@ const TASK_STATES: readonly TaskStatus[] = ['todo', 'pending', 'done', 'discarde
 
 /**
  * The master's Prometheus metrics: whether it leads and, while it does, each running job's
- * tasks by state (this epoch), epoch, and the duration of the tasks done.
+ * tasks by state (this epoch, and the next while it is open), epoch, and the duration of the
+ * tasks done.
  */
 @Injectable()
 export class MasterMetrics implements LeaderDuty {
@@ -36,6 +37,21 @@ export class MasterMetrics implements LeaderDuty {
         this.reset();
         for (const driver of running()) {
           const counts = driver.status().tasks;
+          for (const state of TASK_STATES) this.set({ job: driver.jobId, state }, counts[state]);
+        }
+      },
+    });
+    metrics.gauge({
+      name: 'tributary_master_next_epoch_tasks',
+      help:
+        "Each running job's tasks in the next epoch by state, while that epoch's tasks go out beside " +
+        "the current one's (epochs overlap by one): todo, pending, done, discarded.",
+      labelNames: ['job', 'state'],
+      collect() {
+        this.reset();
+        for (const driver of running()) {
+          const counts = driver.nextEpochTasks();
+          if (counts === undefined) continue;
           for (const state of TASK_STATES) this.set({ job: driver.jobId, state }, counts[state]);
         }
       },
