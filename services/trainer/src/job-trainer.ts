@@ -174,7 +174,7 @@ export class JobTrainer {
         onHeartbeatError: (err) => logger.warn(`job ${jobId}: quorum heartbeat failed: ${err.message}`),
       });
       membership = quorum;
-      const reporter = new ProgressReporter(jobId, this.deps);
+      const reporter = new ProgressReporter(jobId, this.deps, () => reader.assemblyMs);
       const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha, overlapPushes, overlapRounds } =
         spec.training;
       loop = new TrainingLoop(learner, ps, {
@@ -454,13 +454,18 @@ class ProgressReporter {
   private lastLogAt = Date.now();
   private lastStatusAt = 0;
 
+  /** `assemblyMs` reads the job's minibatch reader's assembly time (`MinibatchReader.assemblyMs`). */
   constructor(
     private readonly jobId: string,
     private readonly deps: JobTrainerDeps,
+    assemblyMs: () => number,
   ) {
     const metrics = deps.metrics;
-    this.phases = new StepPhases(undefined, metrics && ((phases) => metrics.stepPhases(jobId, phases)), () =>
-      wireClock.read(),
+    this.phases = new StepPhases(
+      undefined,
+      metrics && ((phases) => metrics.stepPhases(jobId, phases)),
+      () => wireClock.read(),
+      assemblyMs,
     );
   }
 

@@ -548,4 +548,28 @@ describe('minibatch reader', () => {
     expect(asked).toHaveLength(6);
     expect(reader.cacheStats()).toMatchObject({ entries: 2, bytes: 2 * one });
   });
+
+  it('minibatch reader - its assembly time counts the minibatch code, ahead of the loop too, not the waits for chunks', async () => {
+    const { chunks, readChunk } = fakeChunks([4000, 4000, 4000]);
+    const slowDisk: ChunkSource = async (file, offset) => {
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      return readChunk(file, offset);
+    };
+    for (const shuffle of [undefined, { seed: 3 }]) {
+      const reader = new MinibatchReader({ batchSize: 64, layout: LAYOUT, readChunk: slowDisk, shuffle });
+      expect(reader.assemblyMs).toBe(0);
+      const started = performance.now();
+      const task = { chunks, epoch: 0, taskId: 0 };
+      expect((await labelOrder(reader, chunks, task)).length).toBe(12_000);
+      const read = reader.assemblyMs;
+      // Three reads of 60 ms were waited for; 12,000 examples went into minibatches meanwhile.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(180);
+      expect(read).toBeGreaterThan(0);
+      expect(read).toBeLessThan(60);
+      // Minibatches assembled ahead, while the loop waits on the network, count too.
+      const settle = await prepareDuringWait(reader, { chunks, epoch: 1, taskId: 0 }, 10);
+      expect(reader.assemblyMs).toBeGreaterThan(read);
+      settle();
+    }
+  });
 });

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { taskRecordRandom, type ShuffleSettings } from '#libs/data-order';
 import { FeatureWriter, checkRecords, type Batch, type CheckedRecords, type RecordLayout } from '#libs/learner';
 import { ChunkError, readChunkAt } from '#libs/recordio';
@@ -305,6 +306,10 @@ export class MinibatchReader {
   private readonly pool: BatchPool;
   /** Chunks read and checked, by file and offset. */
   private readonly cache: ChunkCache<CheckedRecords | undefined>;
+  /** See {@link assemblyMs}. */
+  private assembled = 0;
+  /** When the minibatch code running now resumed (see `resume`). */
+  private resumedAt = 0;
 
   constructor(private readonly options: MinibatchReaderOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
@@ -321,6 +326,26 @@ export class MinibatchReader {
       this.preparedLimit + HELD_BY_LOOP,
     );
     this.cache = new ChunkCache(options.cacheBytes ?? CHUNK_CACHE_BYTES, checkedBytes);
+  }
+
+  /**
+   * Milliseconds this reader has spent assembling minibatches since it was made: taking records
+   * out of their chunks, through the shuffle buffer, into float32 minibatches; not the waits on
+   * the disk. The step phases take the share of it that ran during a push or a pull (the
+   * minibatches assembled ahead, `prepareWhile`) out of the call and count it as `decode`.
+   */
+  get assemblyMs(): number {
+    return this.assembled;
+  }
+
+  /** Minibatch code starts to run: up to the next `pause` (a yield, or a wait for a chunk). */
+  private resume(): void {
+    this.resumedAt = performance.now();
+  }
+
+  /** Minibatch code stops running; the stretch since `resume` is counted. */
+  private pause(): void {
+    this.assembled += performance.now() - this.resumedAt;
   }
 
   /** What the chunk cache has done for this reader's job so far. */
@@ -401,12 +426,18 @@ export class MinibatchReader {
   private async *inFileOrder(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
     const fill = new MinibatchFill(this.pool, this.writer.perExample);
     for await (const checked of this.checkedChunks(chunks)) {
+      this.resume();
       for (let i = 0; i < checked.records.length; i++) {
         this.writer.write(fill.batch.features, fill.filled, checked.records[i]!, checked.featuresOffsets[i]!);
         fill.batch.labels[fill.filled] = checked.labels[i]!;
         const full = fill.advance();
-        if (full !== undefined) yield full;
+        if (full !== undefined) {
+          this.pause();
+          yield full;
+          this.resume();
+        }
       }
+      this.pause();
     }
     const rest = fill.rest();
     if (rest !== undefined) yield rest;
@@ -425,16 +456,28 @@ export class MinibatchReader {
       return fill.advance();
     };
     for await (const checked of this.checkedChunks(task.chunks)) {
+      this.resume();
       for (let i = 0; i < checked.records.length; i++) {
         const out = buffer.push(slots.put(checked, i));
         const full = out === undefined ? undefined : moveOut(out);
-        if (full !== undefined) yield full;
+        if (full !== undefined) {
+          this.pause();
+          yield full;
+          this.resume();
+        }
       }
+      this.pause();
     }
+    this.resume();
     for (let out = buffer.take(); out !== undefined; out = buffer.take()) {
       const full = moveOut(out);
-      if (full !== undefined) yield full;
+      if (full !== undefined) {
+        this.pause();
+        yield full;
+        this.resume();
+      }
     }
+    this.pause();
     const rest = fill.rest();
     if (rest !== undefined) yield rest;
   }

@@ -74,6 +74,46 @@ describe('step phases', () => {
     });
   });
 
+  it('step phases - minibatches assembled during the push and the pull go to decode', async () => {
+    let assembled = 0;
+    const p = new StepPhases(
+      () => now,
+      undefined,
+      undefined,
+      () => assembled,
+    );
+    await p.time('wait', async () => {
+      now += 2;
+      assembled += 0.5;
+      now += 0.5;
+    });
+    p.timeSync('train', () => {
+      now += 10;
+    });
+    await p.time('push', async () => {
+      now += 1;
+      assembled += 3;
+      now += 3;
+    });
+    // Assembly within the loop's own wait for its minibatch is that phase's already.
+    await p.time('decode', async () => {
+      assembled += 0.25;
+      now += 0.25;
+    });
+    p.endStep();
+    expect(p.take()).toEqual({
+      wait: 2,
+      decode: 3.75,
+      load: 0,
+      train: 10,
+      getUpdate: 0,
+      encode: 0,
+      push: 1,
+      unpack: 0,
+      idle: 0,
+    });
+  });
+
   it('step phases - each take starts a new window; none without a step', () => {
     const p = phases();
     expect(p.take()).toBeUndefined();

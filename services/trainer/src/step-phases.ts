@@ -4,7 +4,8 @@ import type { WireTimes } from '#libs/pserver-protocol';
 /**
  * The phases of one training step, as the training loop times them:
  * - `wait`: pulling parameters (the pull call, including the pserver's wait for the version);
- * - `decode`: reading and decoding the minibatch's records;
+ * - `decode`: reading and decoding the minibatch's records, and assembling the minibatches that
+ *   come next while a push or a pull waits (`MinibatchReader.prepareWhile`);
  * - `load`: loading pulled parameters into the learner;
  * - `train`: the learner's forward and backward pass;
  * - `getUpdate`: reading the update out of the learner;
@@ -15,7 +16,9 @@ import type { WireTimes } from '#libs/pserver-protocol';
  * - `idle`: the rest of the step's wall time (bookkeeping, status, the event loop).
  *
  * `encode` and `unpack` are told apart from `push` and `wait` only when the phases are given the
- * process's wire clock; otherwise they stay 0 and the push and the pull include them.
+ * process's wire clock; otherwise they stay 0 and the push and the pull include them. Likewise the
+ * minibatches assembled during a push or a pull count as `decode`, not as the call's, only when
+ * the phases are given the reader's assembly time.
  */
 export const STEP_PHASES = [
   'wait',
@@ -50,21 +53,27 @@ export class StepPhases {
   /**
    * `onStep`, when given, receives each step's phases in milliseconds as it ends (for the
    * step-phase histograms), besides the windowed means of `take`. `wire`, when given, reads the
-   * process's wire clock (`wireClock.read()`), on the same time scale as `now`.
+   * process's wire clock (`wireClock.read()`), and `assembly` the milliseconds the task's reader
+   * has spent assembling minibatches (`MinibatchReader.assemblyMs`), both on the same time scale
+   * as `now`.
    */
   constructor(
     private readonly now: () => number = () => performance.now(),
     private readonly onStep?: (phases: Record<StepPhase, number>) => void,
     private readonly wire?: () => WireTimes,
+    private readonly assembly?: () => number,
   ) {}
 
   /**
    * Runs `fn` and adds its duration to `phase`; for `push` and `wait`, the encoding and decoding
-   * done meanwhile go to `encode` and `unpack` instead.
+   * done meanwhile go to `encode` and `unpack` instead, and the minibatches assembled meanwhile
+   * to `decode`.
    */
   async time<T>(phase: Exclude<StepPhase, 'idle'>, fn: () => Promise<T> | T): Promise<T> {
     const start = this.now();
-    const wireBefore = NETWORK_PHASES.has(phase) ? this.wire?.() : undefined;
+    const network = NETWORK_PHASES.has(phase);
+    const wireBefore = network ? this.wire?.() : undefined;
+    const assemblyBefore = network ? this.assembly?.() : undefined;
     try {
       return await fn();
     } finally {
@@ -76,9 +85,14 @@ export class StepPhases {
         const unpackMs = wireAfter.decodeMs - wireBefore.decodeMs;
         if (encodeMs > 0) this.add('encode', encodeMs);
         if (unpackMs > 0) this.add('unpack', unpackMs);
-        ms = Math.max(0, ms - encodeMs - unpackMs);
+        ms -= encodeMs + unpackMs;
       }
-      this.add(phase, ms);
+      if (assemblyBefore !== undefined) {
+        const assembledMs = this.assembly!() - assemblyBefore;
+        if (assembledMs > 0) this.add('decode', assembledMs);
+        ms -= assembledMs;
+      }
+      this.add(phase, Math.max(0, ms));
     }
   }
 
