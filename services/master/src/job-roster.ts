@@ -46,9 +46,9 @@ export class JobRoster implements LeaderDuty {
       // The last leader may have died between persisting a job and announcing it: announce it again.
       await this.channels.ensureTrainerConsumer(driver.jobId);
       await driver.publishRecord();
-      const { tasks: c, epochs } = driver.status();
-      const next = epochs.find((e) => e.epoch === job.queue.epoch + 1);
-      const ahead = next === undefined ? '' : `; epoch ${next.epoch} open: ${next.done} done`;
+      const c = driver.status().tasks;
+      const next = driver.nextEpochTasks();
+      const ahead = next === undefined ? '' : `; epoch ${job.queue.epoch + 1} open: ${next.done} done`;
       this.logger.log(
         `resumed job ${driver.jobId} at epoch ${job.queue.epoch} (${c.done} done, ${c.pending} pending, ${c.todo} todo${ahead})`,
       );

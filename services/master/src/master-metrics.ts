@@ -2,6 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { Histogram } from 'prom-client';
 import { LONG_DURATION_BUCKETS_SECONDS, type ServiceMetrics } from '#libs/service-metrics';
 import { SERVICE_METRICS } from '#libs/service-runtime';
+import type { TaskCounts } from '#libs/messaging';
+import type { JobDriver } from './job-driver.js';
 import type { LeaderDuty } from './leader-duty.js';
 import { JobRoster } from './job-roster.js';
 import type { TaskStatus } from './task-queue.js';
@@ -29,33 +31,32 @@ export class MasterMetrics implements LeaderDuty {
         this.set(leading() ? 1 : 0);
       },
     });
-    metrics.gauge({
-      name: 'tributary_master_tasks',
-      help: "Each running job's tasks in the current epoch by state: todo, pending, done, discarded.",
-      labelNames: ['job', 'state'],
-      collect() {
-        this.reset();
-        for (const driver of running()) {
-          const counts = driver.status().tasks;
-          for (const state of TASK_STATES) this.set({ job: driver.jobId, state }, counts[state]);
-        }
-      },
-    });
-    metrics.gauge({
-      name: 'tributary_master_next_epoch_tasks',
-      help:
-        "Each running job's tasks in the next epoch by state, while that epoch's tasks go out beside " +
+    /** A gauge of each running job's tasks by state, as `countsOf` counts them (none: no samples). */
+    const tasksGauge = (name: string, help: string, countsOf: (driver: JobDriver) => TaskCounts | undefined) =>
+      metrics.gauge({
+        name,
+        help,
+        labelNames: ['job', 'state'],
+        collect() {
+          this.reset();
+          for (const driver of running()) {
+            const counts = countsOf(driver);
+            if (counts === undefined) continue;
+            for (const state of TASK_STATES) this.set({ job: driver.jobId, state }, counts[state]);
+          }
+        },
+      });
+    tasksGauge(
+      'tributary_master_tasks',
+      "Each running job's tasks in the current epoch by state: todo, pending, done, discarded.",
+      (driver) => driver.status().tasks,
+    );
+    tasksGauge(
+      'tributary_master_next_epoch_tasks',
+      "Each running job's tasks in the next epoch by state, while that epoch's tasks go out beside " +
         "the current one's (epochs overlap by one): todo, pending, done, discarded.",
-      labelNames: ['job', 'state'],
-      collect() {
-        this.reset();
-        for (const driver of running()) {
-          const counts = driver.nextEpochTasks();
-          if (counts === undefined) continue;
-          for (const state of TASK_STATES) this.set({ job: driver.jobId, state }, counts[state]);
-        }
-      },
-    });
+      (driver) => driver.nextEpochTasks(),
+    );
     metrics.gauge({
       name: 'tributary_master_epoch',
       help: "Each running job's current epoch.",
