@@ -44,7 +44,7 @@ const CHUNK_RECORDS = 1_000;
 
 /**
  * Examples in one task of the example job: `chunksPerTask` chunks. A `local` round ends early
- * with its task (4 chunks at 16 steps: rounds of 1,024, 1,024, 1,024 and 928 examples).
+ * with its task (10 chunks at 16 steps: nine rounds of 1,024 examples and one of 784).
  */
 const TASK_EXAMPLES = CHUNK_RECORDS * ((exampleSpec()['training'] as { chunksPerTask?: number }).chunksPerTask ?? 1);
 
