@@ -35,8 +35,18 @@ export const STEP_PHASES = [
 /** One of {@link STEP_PHASES}. */
 export type StepPhase = (typeof STEP_PHASES)[number];
 
-/** The network calls, whose codec time goes to `encode` and `unpack`. */
+/**
+ * The network calls, whose codec time goes to `encode` and `unpack`, and the minibatches
+ * assembled meanwhile to `decode`.
+ */
 const NETWORK_PHASES: ReadonlySet<StepPhase> = new Set(['wait', 'push']);
+
+/** A running total of work done inside the network calls, and the phase it counts in. */
+interface InnerClock {
+  phase: Exclude<StepPhase, 'idle'>;
+  /** Milliseconds of that work so far, on the phases' time scale. */
+  read: () => number;
+}
 
 /**
  * Where the time of a trainer's steps goes: milliseconds spent in each phase, summed until
@@ -49,6 +59,8 @@ export class StepPhases {
   private steps = 0;
   private wallMs = 0;
   private stepStart: number | undefined;
+  /** The work that runs inside a push or a pull and is counted in a phase of its own. */
+  private readonly inner: InnerClock[] = [];
 
   /**
    * `onStep`, when given, receives each step's phases in milliseconds as it ends (for the
@@ -60,9 +72,17 @@ export class StepPhases {
   constructor(
     private readonly now: () => number = () => performance.now(),
     private readonly onStep?: (phases: Record<StepPhase, number>) => void,
-    private readonly wire?: () => WireTimes,
-    private readonly assembly?: () => number,
-  ) {}
+    wire?: () => WireTimes,
+    assembly?: () => number,
+  ) {
+    if (wire !== undefined) {
+      this.inner.push(
+        { phase: 'encode', read: () => wire().encodeMs },
+        { phase: 'unpack', read: () => wire().decodeMs },
+      );
+    }
+    if (assembly !== undefined) this.inner.push({ phase: 'decode', read: assembly });
+  }
 
   /**
    * Runs `fn` and adds its duration to `phase`; for `push` and `wait`, the encoding and decoding
@@ -71,27 +91,19 @@ export class StepPhases {
    */
   async time<T>(phase: Exclude<StepPhase, 'idle'>, fn: () => Promise<T> | T): Promise<T> {
     const start = this.now();
-    const network = NETWORK_PHASES.has(phase);
-    const wireBefore = network ? this.wire?.() : undefined;
-    const assemblyBefore = network ? this.assembly?.() : undefined;
+    const before = NETWORK_PHASES.has(phase) ? this.inner.map((clock) => clock.read()) : [];
     try {
       return await fn();
     } finally {
       let ms = this.now() - start;
       this.stepStart ??= start;
-      if (wireBefore !== undefined) {
-        const wireAfter = this.wire!();
-        const encodeMs = wireAfter.encodeMs - wireBefore.encodeMs;
-        const unpackMs = wireAfter.decodeMs - wireBefore.decodeMs;
-        if (encodeMs > 0) this.add('encode', encodeMs);
-        if (unpackMs > 0) this.add('unpack', unpackMs);
-        ms -= encodeMs + unpackMs;
-      }
-      if (assemblyBefore !== undefined) {
-        const assembledMs = this.assembly!() - assemblyBefore;
-        if (assembledMs > 0) this.add('decode', assembledMs);
-        ms -= assembledMs;
-      }
+      before.forEach((readBefore, i) => {
+        const clock = this.inner[i]!;
+        const innerMs = clock.read() - readBefore;
+        if (innerMs <= 0) return;
+        this.add(clock.phase, innerMs);
+        ms -= innerMs;
+      });
       this.add(phase, Math.max(0, ms));
     }
   }
