@@ -112,6 +112,11 @@ export class JobDriver {
     });
   }
 
+  /** Task counters of the current epoch (the status reply's `tasks`). */
+  epochTasks(): TaskCounts {
+    return this.queue.counts();
+  }
+
   /**
    * Task counters of the next epoch while its tasks go out beside the current one's (epochs
    * overlap by one); undefined while only the current epoch is open.

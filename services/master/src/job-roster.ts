@@ -46,7 +46,7 @@ export class JobRoster implements LeaderDuty {
       // The last leader may have died between persisting a job and announcing it: announce it again.
       await this.channels.ensureTrainerConsumer(driver.jobId);
       await driver.publishRecord();
-      const c = driver.status().tasks;
+      const c = driver.epochTasks();
       const next = driver.nextEpochTasks();
       const ahead = next === undefined ? '' : `; epoch ${job.queue.epoch + 1} open: ${next.done} done`;
       this.logger.log(

@@ -49,7 +49,7 @@ export class MasterMetrics implements LeaderDuty {
     tasksGauge(
       'tributary_master_tasks',
       "Each running job's tasks in the current epoch by state: todo, pending, done, discarded.",
-      (driver) => driver.status().tasks,
+      (driver) => driver.epochTasks(),
     );
     tasksGauge(
       'tributary_master_next_epoch_tasks',
