@@ -60,6 +60,17 @@ async function waitForPoints(page: Page, id: string, min: number): Promise<void>
   });
 }
 
+/**
+ * Clicks job `jobId`'s row in the jobs table and waits until the page shows that job. The table
+ * changes with every snapshot (several a second while a job trains), so a click that spans one
+ * must still select.
+ */
+async function selectJob(page: Page, jobId: string): Promise<void> {
+  await page.click(`#jobs tr[data-job-id="${jobId}"]`, { timeout: PAGE_WAIT_MS });
+  await page.waitForSelector(`#jobs tr[data-job-id="${jobId}"][aria-selected="true"]`, { timeout: PAGE_WAIT_MS });
+  expect(await page.textContent('#job-title')).toBe(jobId);
+}
+
 /** Waits (polling the page) until `selector` matches `count` elements. */
 async function waitForCount(page: Page, selector: string, count: number): Promise<void> {
   await page.waitForFunction(`document.querySelectorAll('${selector}').length === ${count}`, null, {
@@ -113,7 +124,7 @@ describe('dashboard, end to end', () => {
     );
     await page.goto(dashboard.url);
     await page.waitForSelector('#connection[data-state="live"]', { timeout: PAGE_WAIT_MS });
-    await page.click(`#jobs tr[data-job-id="${jobId}"]`, { timeout: PAGE_WAIT_MS });
+    await selectJob(page, jobId);
     await page.waitForSelector(`#job-panel[data-state="running"]`, { timeout: PAGE_WAIT_MS });
 
     await waitForPoints(page, 'chart-steps', 2);
@@ -158,8 +169,10 @@ describe('dashboard, end to end', () => {
         stop: { target: 0.9, maxSeconds: 400, maxEpochs: 100_000 },
       }),
     );
-    await page.click(`#jobs tr[data-job-id="${jobId}"]`, { timeout: PAGE_WAIT_MS });
+    // The first job, stopped, was selected: the click must move the panel to the new one.
+    await selectJob(page, jobId);
     await waitForPoints(page, 'chart-steps', 2);
+    await page.waitForSelector(`#job-panel[data-state="running"]`, { timeout: PAGE_WAIT_MS });
     await page.click('#stop-button');
     await page.waitForSelector('#job-panel[data-state="stopped"]', { timeout: PAGE_WAIT_MS });
   }, 600_000);

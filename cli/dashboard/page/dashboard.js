@@ -63,22 +63,56 @@
     }
   }
 
+  /**
+   * The jobs table's rows by job id, made once and updated in place: a row rebuilt between a
+   * click's mousedown and its mouseup would take no click, and snapshots come many a second.
+   */
+  const jobRows = new Map();
+
+  function jobRow(jobId) {
+    let tr = jobRows.get(jobId);
+    if (!tr) {
+      tr = document.createElement('tr');
+      tr.dataset.jobId = jobId;
+      for (let i = 0; i < 7; i++) tr.appendChild(document.createElement('td'));
+      tr.addEventListener('click', () => select(jobId));
+      jobRows.set(jobId, tr);
+    }
+    return tr;
+  }
+
+  function setCell(td, text, className) {
+    const value = text === undefined || text === null ? '' : String(text);
+    if (td.textContent !== value) td.textContent = value;
+    if (className !== undefined && td.className !== className) td.className = className;
+  }
+
   function renderJobs() {
+    const body = $('jobs').tBodies[0];
     const rows = snapshot.jobs.map((job) => {
-      const tr = document.createElement('tr');
-      tr.dataset.jobId = job.jobId;
+      const tr = jobRow(job.jobId);
       tr.setAttribute('aria-selected', String(job.jobId === selectedId));
-      cell(tr, job.jobId);
-      cell(tr, job.reason ? `${job.state} (${job.reason})` : job.state).className = `state-${job.state}`;
-      cell(tr, job.epoch);
-      cell(tr, fixed(job.lastValue, 4));
-      cell(tr, fixed(job.best, 4));
-      cell(tr, job.trainers);
-      cell(tr, clock(job.startedAt));
-      tr.addEventListener('click', () => select(job.jobId));
+      const [id, state, epoch, last, best, trainers, started] = tr.cells;
+      setCell(id, job.jobId);
+      setCell(state, job.reason ? `${job.state} (${job.reason})` : job.state, `state-${job.state}`);
+      setCell(epoch, job.epoch);
+      setCell(last, fixed(job.lastValue, 4));
+      setCell(best, fixed(job.best, 4));
+      setCell(trainers, job.trainers);
+      setCell(started, clock(job.startedAt));
       return tr;
     });
-    fillBody($('jobs'), rows);
+    // Rows move only where the order changed; a moved row is still the element clicked.
+    rows.forEach((tr, i) => {
+      if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] ?? null);
+    });
+    const shown = new Set(rows);
+    for (const [jobId, tr] of jobRows) {
+      if (!shown.has(tr)) {
+        tr.remove();
+        jobRows.delete(jobId);
+      }
+    }
     $('no-jobs').hidden = rows.length > 0;
   }
 
