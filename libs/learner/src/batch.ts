@@ -1,3 +1,4 @@
+import { byteConversion, scaleInPlace, type ByteConversion } from './byte-features.js';
 import { RecordLayoutError } from './errors.js';
 import type { Batch } from './learner.js';
 import type { RecordLayout } from './model-spec.js';
@@ -11,14 +12,6 @@ const labelBytes = new Uint8Array(4);
 const labelFloat = new Float32Array(labelBytes.buffer);
 
 /**
- * Multiplies `count` elements of `values` from `at` by `scale`. Kept apart so that V8 optimises
- * the loop on its own.
- */
-function scaleInPlace(values: Float32Array, at: number, count: number, scale: number): void {
-  for (let i = at, end = at + count; i < end; i++) values[i]! *= scale;
-}
-
-/**
  * Writes examples' features, as records hold them, into float32 batches: converted to float32
  * and multiplied by the layout's scale.
  */
@@ -30,11 +23,36 @@ export class FeatureWriter {
   private readonly uint8: boolean;
   private readonly scale: number;
 
-  constructor(layout: RecordLayout) {
+  constructor(
+    layout: RecordLayout,
+    private readonly conversion: ByteConversion = byteConversion(),
+  ) {
     this.perExample = featureCount(layout.featureShape);
     this.scale = layout.scale;
     this.uint8 = layout.featureDtype === 'uint8';
     this.featureBytes = this.uint8 ? this.perExample : 4 * this.perExample;
+  }
+
+  /**
+   * Whether the features are uint8: then a minibatch is best gathered as bytes, example after
+   * example, and converted whole ({@link writeGathered}) rather than one example at a time.
+   */
+  get gathersBytes(): boolean {
+    return this.uint8;
+  }
+
+  /** Which code converts gathered bytes ({@link writeGathered}). */
+  get conversionKernel(): ByteConversion['kernel'] {
+    return this.conversion.kernel;
+  }
+
+  /**
+   * Writes `count` examples whose uint8 features lie end to end in `bytes` as the first `count`
+   * examples of `features`: converted and scaled in one pass, with the values {@link write} gives.
+   */
+  writeGathered(features: Float32Array, bytes: Uint8Array, count: number): void {
+    if (!this.uint8) throw new RangeError('only uint8 features are gathered as bytes');
+    this.conversion.convert(bytes, features, count * this.perExample, this.scale);
   }
 
   /** Writes the features at byte `start` of `source` as example `k` of `features`. */

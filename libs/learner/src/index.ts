@@ -6,6 +6,8 @@ export { BACKEND_CHOICES, BACKEND_ENV_VAR, prepareWasmBackend, selectBackend, se
 export type { BackendChoice, BackendInfo, BackendKind, SelectBackendOptions, WasmBackendModule } from './backend.js';
 
 export { FeatureWriter, checkRecords, decodeBatch } from './batch.js';
+export { byteConversion, plainByteConversion } from './byte-features.js';
+export type { ByteConversion, ByteConversionKernel } from './byte-features.js';
 export type { CheckedRecords } from './batch.js';
 
 export {

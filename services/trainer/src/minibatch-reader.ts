@@ -74,11 +74,11 @@ class ExampleSlots {
     return slot;
   }
 
-  /** Writes the example in `slot` as example `k` of `into`, and frees the slot. */
-  moveOut(slot: number, into: Batch, k: number): void {
-    this.writer.write(into.features, k, this.bytes, slot * this.writer.featureBytes);
-    into.labels[k] = this.labels[slot]!;
+  /** Puts the example in `slot` into the minibatch `fill` fills and frees the slot; the minibatch when that filled it. */
+  moveOut(slot: number, fill: MinibatchFill): Batch | undefined {
+    const full = fill.put(this.bytes, slot * this.writer.featureBytes, this.labels[slot]!);
     this.free.push(slot);
+    return full;
   }
 }
 
@@ -142,29 +142,46 @@ class BatchPool {
 }
 
 /**
- * The minibatch being filled, one example at a time: the caller writes example `filled` of
- * `batch`, then calls {@link advance}, which hands over the batch once it holds `size` examples
- * and starts a new one.
+ * The minibatch being filled, one example at a time: {@link put} writes example `filled` of
+ * `batch` (uint8 features are gathered as bytes and converted once the minibatch is complete,
+ * see `FeatureWriter.writeGathered`), then {@link advance} hands over the batch once it holds
+ * `size` examples and starts a new one.
  */
 class MinibatchFill {
   filled = 0;
   private filling: Batch | undefined;
+  /** The uint8 features of the examples put so far, end to end, when the writer gathers bytes. */
+  private readonly gathered: Uint8Array | undefined;
 
   constructor(
     private readonly pool: BatchPool,
-    private readonly perExample: number,
-  ) {}
+    private readonly writer: FeatureWriter,
+    batchSize: number,
+  ) {
+    if (writer.gathersBytes) this.gathered = new Uint8Array(batchSize * writer.featureBytes);
+  }
 
   /** The minibatch being filled, taken from the pool when its first example comes. */
   get batch(): Batch {
     return (this.filling ??= this.pool.take());
   }
 
-  /** Counts the example just written; the batch when that filled it. */
-  advance(): Batch | undefined {
-    this.filled += 1;
+  /**
+   * Writes the example whose features start at byte `start` of `source`, and its label, into the
+   * minibatch; the minibatch when that filled it.
+   */
+  put(source: Uint8Array, start: number, label: number): Batch | undefined {
     const batch = this.batch;
+    const k = this.filled;
+    if (this.gathered === undefined) this.writer.write(batch.features, k, source, start);
+    else {
+      const size = this.writer.featureBytes;
+      this.gathered.set(source.subarray(start, start + size), k * size);
+    }
+    batch.labels[k] = label;
+    this.filled += 1;
     if (this.filled < batch.size) return undefined;
+    this.complete(batch, this.filled);
     this.filling = undefined;
     this.filled = 0;
     return batch;
@@ -172,7 +189,13 @@ class MinibatchFill {
 
   /** The examples of a batch left partly filled, if any (the task's last minibatch). */
   rest(): Batch | undefined {
-    return this.filling === undefined ? undefined : sliceBatch(this.filling, 0, this.filled, this.perExample);
+    if (this.filling === undefined) return undefined;
+    this.complete(this.filling, this.filled);
+    return sliceBatch(this.filling, 0, this.filled, this.writer.perExample);
+  }
+
+  private complete(batch: Batch, count: number): void {
+    if (this.gathered !== undefined) this.writer.writeGathered(batch.features, this.gathered, count);
   }
 }
 
@@ -422,15 +445,17 @@ export class MinibatchReader {
     return shuffle === undefined ? this.inFileOrder(task.chunks) : this.shuffled(task, shuffle);
   }
 
+  private fill(): MinibatchFill {
+    return new MinibatchFill(this.pool, this.writer, this.options.batchSize);
+  }
+
   /** Records in file order, each written into its minibatch from the chunk that holds it. */
   private async *inFileOrder(chunks: readonly TaskChunk[]): AsyncGenerator<Batch> {
-    const fill = new MinibatchFill(this.pool, this.writer.perExample);
+    const fill = this.fill();
     for await (const checked of this.checkedChunks(chunks)) {
       this.resume();
       for (let i = 0; i < checked.records.length; i++) {
-        this.writer.write(fill.batch.features, fill.filled, checked.records[i]!, checked.featuresOffsets[i]!);
-        fill.batch.labels[fill.filled] = checked.labels[i]!;
-        const full = fill.advance();
+        const full = fill.put(checked.records[i]!, checked.featuresOffsets[i]!, checked.labels[i]!);
         if (full !== undefined) {
           this.pause();
           yield full;
@@ -449,12 +474,8 @@ export class MinibatchReader {
     const capacity = shuffle.bufferRecords ?? task.chunks.reduce((most, c) => Math.max(most, c.numRecords), 1);
     const buffer = new ShuffleBuffer<number>(capacity, taskRecordRandom(shuffle.seed, task.epoch, task.taskId));
     const slots = new ExampleSlots(capacity + 1, this.writer, labelDtype);
-    const fill = new MinibatchFill(this.pool, this.writer.perExample);
-    /** Moves the example in `slot` into the minibatch; the minibatch when that filled it. */
-    const moveOut = (slot: number): Batch | undefined => {
-      slots.moveOut(slot, fill.batch, fill.filled);
-      return fill.advance();
-    };
+    const fill = this.fill();
+    const moveOut = (slot: number): Batch | undefined => slots.moveOut(slot, fill);
     for await (const checked of this.checkedChunks(task.chunks)) {
       this.resume();
       for (let i = 0; i < checked.records.length; i++) {

@@ -8,7 +8,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { pserverTlsOf, type CommonConfig } from '#libs/config';
-import { TfjsLearner, selectBackend, type BackendInfo, type Learner } from '#libs/learner';
+import { TfjsLearner, byteConversion, selectBackend, type BackendInfo, type Learner } from '#libs/learner';
 import { MasterClient } from '#libs/master-client';
 import type { Buckets, NatsConnection } from '#libs/messaging';
 import { KvShardDirectory } from '#libs/pserver-client';
@@ -78,6 +78,11 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       plainChunks === undefined
         ? 'chunks: snappy and CRC-32C in WebAssembly'
         : `chunks: snappy and CRC-32C in plain JavaScript (${plainChunks})`,
+    );
+    this.logger.log(
+      byteConversion().kernel === 'wasm-simd'
+        ? 'features: uint8 to float32 in WebAssembly SIMD128'
+        : 'features: uint8 to float32 in plain JavaScript',
     );
 
     this.beacon = new MemberBeacon(this.buckets.members, {
