@@ -48,7 +48,7 @@ export async function learnerAloneSamplesPerSecond(seconds: number): Promise<num
 }
 
 /**
- * The example job as it is (`local` with 16 steps on the trainer's own copy per exchange), then
+ * The example job as it is (`local` with 32 steps on the trainer's own copy per exchange), then
  * `sync` (every step waits for the one it pushed to), `async` with its pushes overlapped (the
  * next minibatch trains while the last update is on its way), and `local` with four steps per
  * exchange, plain and with overlapped rounds.
@@ -56,7 +56,7 @@ export async function learnerAloneSamplesPerSecond(seconds: number): Promise<num
 const RUNS = [
   {
     id: 'example',
-    name: 'overhead: 1 trainer + 1 pserver, the example (local, 16 steps per exchange), vs the learner alone',
+    name: `overhead: 1 trainer + 1 pserver, the example (local, ${String(exampleTraining({})['localSteps'])} steps per exchange), vs the learner alone`,
     training: {},
   },
   { id: 'sync', name: 'overhead: 1 trainer + 1 pserver, sync, vs the learner alone', training: { mode: 'sync' } },

@@ -28,7 +28,11 @@ const TARGET_RATIO = 1.6;
 
 /** The runs compared: the example as it is, then `sync`. */
 const RUNS = [
-  { id: 'example', label: ' (the example: local, 16 steps a round)', training: {} },
+  {
+    id: 'example',
+    label: ` (the example: local, ${String(exampleTraining({})['localSteps'])} steps a round)`,
+    training: {},
+  },
   { id: 'sync', label: ', sync', training: { mode: 'sync' } },
 ] as const;
 
