@@ -74,7 +74,10 @@ class ExampleSlots {
     return slot;
   }
 
-  /** Puts the example in `slot` into the minibatch `fill` fills and frees the slot; the minibatch when that filled it. */
+  /**
+   * Puts the example in `slot` into the minibatch `fill` fills, and frees the slot; the minibatch
+   * when that filled it.
+   */
   moveOut(slot: number, fill: MinibatchFill): Batch | undefined {
     const full = fill.put(this.bytes, slot * this.writer.featureBytes, this.labels[slot]!);
     this.free.push(slot);
@@ -144,8 +147,8 @@ class BatchPool {
 /**
  * The minibatch being filled, one example at a time: {@link put} writes example `filled` of
  * `batch` (uint8 features are gathered as bytes and converted once the minibatch is complete,
- * see `FeatureWriter.writeGathered`), then {@link advance} hands over the batch once it holds
- * `size` examples and starts a new one.
+ * see `FeatureWriter.writeGathered`) and hands over the batch once it holds `size` examples,
+ * starting a new one.
  */
 class MinibatchFill {
   filled = 0;
