@@ -11,7 +11,7 @@
 
   function cell(row, text) {
     const td = document.createElement('td');
-    td.textContent = text === undefined || text === null ? '' : String(text);
+    setCell(td, text);
     row.appendChild(td);
     return td;
   }
@@ -81,6 +81,7 @@
     return tr;
   }
 
+  /** Sets a cell's text (empty for none) and class, touching the page only where they change. */
   function setCell(td, text, className) {
     const value = text === undefined || text === null ? '' : String(text);
     if (td.textContent !== value) td.textContent = value;

@@ -41,11 +41,6 @@ export class FeatureWriter {
     return this.uint8;
   }
 
-  /** Which code converts gathered bytes ({@link writeGathered}). */
-  get conversionKernel(): ByteConversion['kernel'] {
-    return this.conversion.kernel;
-  }
-
   /**
    * Writes `count` examples whose uint8 features lie end to end in `bytes` as the first `count`
    * examples of `features`: converted and scaled in one pass, with the values {@link write} gives.

@@ -41,8 +41,7 @@ class PlainByteConversion implements ByteConversion {
  */
 class SimdByteConversion implements ByteConversion {
   readonly kernel = 'wasm-simd';
-  /** Elements the memory has room for now, bytes in and floats out. */
-  private capacity = 0;
+  /** The bytes in, as many as the memory has room for now (and as many floats out). */
   private input!: Uint8Array;
   private output!: Float32Array;
 
@@ -54,7 +53,7 @@ class SimdByteConversion implements ByteConversion {
   }
 
   convert(bytes: Uint8Array, out: Float32Array, n: number, scale: number): void {
-    if (n > this.capacity && !this.fit(n)) {
+    if (n > this.input.length && !this.fit(n)) {
       plain.convert(bytes, out, n, scale);
       return;
     }
@@ -76,7 +75,6 @@ class SimdByteConversion implements ByteConversion {
       if (err instanceof RangeError) return false;
       throw err;
     }
-    this.capacity = n;
     this.input = new Uint8Array(this.memory.buffer, 0, n);
     this.output = new Float32Array(this.memory.buffer, floatsAt, n);
     return true;
