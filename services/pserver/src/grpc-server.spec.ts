@@ -55,10 +55,11 @@ let addresses: string[];
 let snapshots: string[];
 const clients: { close(): void }[] = [];
 
-async function start(count = 2, initLeaseMs = 10_000): Promise<void> {
+async function start(count = 2, initLeaseMs = 10_000, now?: () => number): Promise<void> {
   shards = await startShards(count, {
     dataDir: dir,
     initLeaseMs,
+    now,
     onSnapshot: (jobId, shard, version) => snapshots.push(`${jobId}/${shard}/${version}`),
   });
   addresses = shards.map((s) => s.address);
@@ -138,12 +139,18 @@ describe('pserver over gRPC', () => {
   });
 
   it('pserver grpc - a lapsed init lease passes to the next trainer', async () => {
+    // The shards' clock moves only when the test moves it, so the lease lapses when the test
+    // says and not when a loaded machine is slow to connect the second trainer.
+    let clock = Date.now();
     await stopAll();
-    await start(2, 150);
+    await start(2, 150, () => clock);
     const quitter = trainer('quitter');
     expect((await quitter.beginInit(SPEC)).elected).toBe(true);
     const next = trainer('next');
     expect(await next.beginInit(SPEC)).toMatchObject({ elected: false, leaseHolder: 'quitter' });
+    clock += 149;
+    expect(await next.beginInit(SPEC)).toMatchObject({ elected: false, leaseHolder: 'quitter' });
+    clock += 1;
     expect(await next.waitInitialized({ pollMs: 20 })).toBe('elected');
     await expect(quitter.finishInit()).rejects.toThrow(/does not hold the init lease \(held by next\)/);
     await next.initParams(filled(PARAMS, () => 7));
