@@ -2,7 +2,12 @@
  * `#libs/service-metrics`: each process's Prometheus registry, its readiness checks, and the
  * HTTP server of `/metrics`, `/healthz` and `/readyz`.
  */
-export { LONG_DURATION_BUCKETS_SECONDS, METRIC_PREFIX, SHORT_DURATION_BUCKETS_SECONDS } from './metric-names.js';
+export {
+  LONG_DURATION_BUCKETS_SECONDS,
+  METRIC_PREFIX,
+  SHORT_DURATION_BUCKETS_SECONDS,
+  FINE_DURATION_BUCKETS_SECONDS,
+} from './metric-names.js';
 export { Readiness } from './readiness.js';
 export { ServiceMetrics } from './service-metrics.js';
 export { startMetricsServer } from './metrics-server.js';

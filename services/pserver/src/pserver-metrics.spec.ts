@@ -24,4 +24,13 @@ describe('pserver metrics', () => {
     expect(text).toContain('tributary_pserver_version{job="a",shard="3"} 5');
     expect(text).not.toContain('job="b"');
   });
+
+  test('pserver metrics - an update under a millisecond lands in a bucket of its own size', async () => {
+    const metrics = new ServiceMetrics({ processMetrics: false });
+    const shard = new PserverMetrics(metrics, 0);
+    shard.stepped('a', 0, 0.04);
+    const text = await metrics.render();
+    expect(text).toContain('tributary_pserver_update_seconds_bucket{le="0.000025",job="a",shard="0"} 0');
+    expect(text).toContain('tributary_pserver_update_seconds_bucket{le="0.00005",job="a",shard="0"} 1');
+  });
 });

@@ -1,5 +1,5 @@
 import type { Counter, Histogram } from 'prom-client';
-import type { ServiceMetrics } from '#libs/service-metrics';
+import { FINE_DURATION_BUCKETS_SECONDS, type ServiceMetrics } from '#libs/service-metrics';
 
 /** What the pserver's metrics read at each scrape: each job's version and quorum size. */
 export interface ShardGauges {
@@ -51,6 +51,7 @@ export class PserverMetrics implements ShardActivity {
       name: 'tributary_pserver_update_seconds',
       help: 'Time of the optimizer update of one step.',
       labelNames,
+      buckets: FINE_DURATION_BUCKETS_SECONDS,
     });
     const shardLabel = String(this.shard);
     const versions = () => this.source?.versions() ?? {};

@@ -1,6 +1,6 @@
 import type { Counter, Histogram } from 'prom-client';
 import type { TransferDtype } from '#libs/job-spec';
-import type { ServiceMetrics } from '#libs/service-metrics';
+import { FINE_DURATION_BUCKETS_SECONDS, type ServiceMetrics } from '#libs/service-metrics';
 import { STEP_PHASES, type StepPhase } from './step-phases.js';
 
 /** Which parameter server call a latency or byte count is of. */
@@ -32,6 +32,7 @@ export class TrainerMetrics {
       name: 'tributary_trainer_step_phase_seconds',
       help: `Time of one step spent in each phase: ${STEP_PHASES.join(', ')}.`,
       labelNames: ['job', 'phase'],
+      buckets: FINE_DURATION_BUCKETS_SECONDS,
     });
     this.seconds = {
       push: metrics.histogram({
