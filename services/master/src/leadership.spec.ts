@@ -83,12 +83,19 @@ describe('leadership', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function candidate(prefix: string, id: string, office: Office, client: RedisConnection = redis) {
+  function candidate(
+    prefix: string,
+    id: string,
+    office: Office,
+    client: RedisConnection = redis,
+    timing: { ttlMs: number; renewEveryMs?: number } = { ttlMs: TTL_MS },
+  ) {
     const lines: string[] = [];
     const duties = new RecordingDuties(id, office);
-    const leadership = new Leadership(new LeaderLease(client, leaseKeys(prefix), id, TTL_MS), {
+    const leadership = new Leadership(new LeaderLease(client, leaseKeys(prefix), id, timing.ttlMs), {
       name: `master ${id}`,
       logger: quietLogger(lines),
+      renewEveryMs: timing.renewEveryMs,
     });
     running.push(leadership);
     return { leadership, duties, lines, start: () => leadership.start(duties) };
@@ -96,8 +103,11 @@ describe('leadership', () => {
 
   test('leadership - the first candidate leads, the second stands by and takes office once the first stops', async () => {
     const office = new Office();
-    const a = candidate('clean', 'a', office);
-    const b = candidate('clean', 'b', office);
+    // Frequent renewals on a long lease: a stall of the machine has seconds to pass before the
+    // leader's watchdog would give up office, and several renewals still pass in a second.
+    const timing = { ttlMs: 6_000, renewEveryMs: 200 };
+    const a = candidate('clean', 'a', office, redis, timing);
+    const b = candidate('clean', 'b', office, redis, timing);
     expect(a.leadership.fence).toBe(NO_LEASE_TOKEN);
     await a.start();
     await b.start();
@@ -108,7 +118,7 @@ describe('leadership', () => {
     expect(b.leadership.holdsLease()).toBe(false);
     expect(b.lines).toContain(`master b standing by (leader: ${a.duties.tokens[0]})`);
     // Several renewals pass and nothing changes.
-    await new Promise((r) => setTimeout(r, TTL_MS));
+    await new Promise((r) => setTimeout(r, 1_000));
     expect(a.leadership.role).toBe('leader');
     expect(b.duties.tokens).toEqual([]);
 

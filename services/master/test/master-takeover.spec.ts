@@ -46,7 +46,10 @@ describe('master takeover', () => {
     log = new EventLog(nc);
     trainer = await FakeTrainer.connect(servers.nats.url, 'trainer-1');
     await trainer.register();
-    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: LEASE_TTL_MS });
+    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, {
+      id: MASTER_ID,
+      leaseTtlMs: LEASE_TTL_MS,
+    });
   });
 
   afterAll(async () => {
@@ -109,13 +112,19 @@ describe('master takeover', () => {
     const jobs = await new Kvm(nc).open(KV_BUCKETS.jobs);
     expect((await jobs.get('half-stopped'))?.json<JobRecord>().state).toBe('running');
 
-    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: LEASE_TTL_MS });
+    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, {
+      id: MASTER_ID,
+      leaseTtlMs: LEASE_TTL_MS,
+    });
     expect(await log.waitFor('half-stopped', 'stopped')).toMatchObject({ reason: 'target', detail: 'accuracy 0.9' });
     expect((await jobs.get('half-stopped'))?.json<JobRecord>()).toMatchObject({ state: 'stopped', reason: 'target' });
     expect(await trainer.pull('half-stopped')).toBeNull();
     // Announced once: a later takeover finds it announced and stays quiet.
     await master.close();
-    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, { id: MASTER_ID, leaseTtlMs: LEASE_TTL_MS });
+    master = await startMaster(servers.nats.url, servers.redis.url, PREFIX, {
+      id: MASTER_ID,
+      leaseTtlMs: LEASE_TTL_MS,
+    });
     expect((await trainer.status('half-stopped')).state).toBe('stopped');
     expect(log.of('half-stopped', 'stopped')).toHaveLength(1);
   });

@@ -65,8 +65,12 @@ describe('master tasks', () => {
   test('master tasks - a stale report is ignored and an unreported task times out and is dispatched again', async () => {
     await submit(jobSpec('timeouts', data, { stop: { maxEpochs: 1 }, training: { maxTaskFailures: 3 } }));
     await log.waitFor('timeouts', 'started');
-    const first = (await eventually('a task', () => trainer.pull('timeouts').then((t) => t ?? undefined)))!;
-    expect((await trainer.claim(first)).ok).toBe(true);
+    // A dispatch nobody claims within the 1 s floor goes back to todo with no failure, and out
+    // again: on a slow machine the first one pulled may be that late, so claim until one is ours.
+    const first = (await eventually('a claimed task', async () => {
+      const task = await trainer.pull('timeouts');
+      return task !== null && (await trainer.claim(task)).ok ? task : undefined;
+    }))!;
     // Claimed and never reported: after the 1 s floor it counts a failure and goes out again.
     const retried = await log.waitFor('timeouts', 'task-retried', 10_000);
     expect(retried).toMatchObject({ taskId: first.taskId, failures: 1, error: 'timeout' });

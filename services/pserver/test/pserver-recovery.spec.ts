@@ -226,9 +226,12 @@ describe('pserver process recovery', () => {
 
   test('pserver recovery - two processes for one shard: one serves, the other stands by and takes over when it dies', async () => {
     const dataDir = join(servers.dir, 'double');
-    const owner = pserver(dataDir, 5);
+    // A lease the owner cannot lose to a slow renewal while the others start and stop; once it
+    // is killed, the standby sees for itself that its holder on this machine is dead.
+    const leaseTtlMs = 30_000;
+    const owner = pserver(dataDir, 5, leaseTtlMs);
     await owner.waitFor(/pserver shard 5 ready on/);
-    const standby = pserver(dataDir, 5);
+    const standby = pserver(dataDir, 5, leaseTtlMs);
     await standby.waitFor(/shard 5 is served by pserver-\S+ \(pid \d+ on .*\); standing by until its lease lapses/);
     expect(standby.output()).not.toMatch(/\bready\b/);
     expect(await registeredPid(5)).toBe(owner.child.pid);
@@ -237,7 +240,7 @@ describe('pserver process recovery', () => {
     expect(await memberState(standby.child.pid, 'standby')).toMatchObject({ role: 'pserver', shard: 5 });
 
     // A third one told to stop while it waits stops cleanly, without having served.
-    const third = pserver(dataDir, 5);
+    const third = pserver(dataDir, 5, leaseTtlMs);
     await third.waitFor(/standing by/);
     const code = await stop(third);
     expect(third.output()).toMatch(/SIGTERM received while standing by; exiting/);
