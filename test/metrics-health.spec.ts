@@ -235,9 +235,14 @@ describe('metrics and health', () => {
 
       // Work moves the counters: a later scrape of the trainer counts more steps.
       const steps = sample(scrape.trainer, 'tributary_trainer_steps_total', job)!;
-      await sleep(2_000);
-      const later = (await get(byRole.get('trainer')!.metricsUrl!)).body;
-      expect(sample(later, 'tributary_trainer_steps_total', job)).toBeGreaterThan(steps);
+      await waitUntil(
+        'a later scrape of the trainer with more steps',
+        async () => {
+          const later = (await get(byRole.get('trainer')!.metricsUrl!)).body;
+          return (sample(later, 'tributary_trainer_steps_total', job) ?? 0) > steps || undefined;
+        },
+        30_000,
+      );
 
       const ps = await runCli(['ps', '--json', '--nats', servers.nats.url]);
       const rows = JSON.parse(ps.stdout) as { role: string; metricsUrl: string }[];

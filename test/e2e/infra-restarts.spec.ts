@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { LocalCluster } from '#libs/local-cluster';
 import { MasterClient } from '#libs/master-client';
 import { connectNats, type JobEvent, type NatsConnection } from '#libs/messaging';
+import { waitUntil } from '../support/chaos-watch.js';
 import { JobAccountingWatch } from '../support/job-accounting.js';
 import { waitForEvent } from '../support/job-events.js';
 import { restartServer } from '../support/server-restart.js';
@@ -224,7 +225,7 @@ describe('infrastructure restarts, end to end', () => {
         expect(bestBefore).toBeLessThan(0.9);
         // What it learnt is on disk before it is killed.
         const state = join(output, 'best', 'state.json');
-        for (let i = 0; i < 200 && !existsSync(state); i++) await new Promise((r) => setTimeout(r, 50));
+        await waitUntil('the best checkpoint on disk', () => existsSync(state) || undefined, 60_000);
         evaluator.child.kill('SIGKILL');
         await evaluator.exited;
         killedAt = new Date().toISOString();
