@@ -76,6 +76,13 @@ function push(version: number, gradients: readonly TensorLike[] = filled(1), tra
   return { jobId: 'job-1', trainerId, version, samples: 8, gradients: gradients as PushRequest['gradients'] };
 }
 
+/** Polls the shard (through `t`) until a push waits there for its step (20 ms apart, up to 10 s). */
+async function untilPushPending(t: ShardedPserverClient): Promise<void> {
+  for (let i = 0; i < 500 && (await t.status())[0].jobs[0].pendingPushes < 1; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'tributary-steps-'));
   calls = [];
@@ -198,18 +205,14 @@ describe('step stream', () => {
     // process's connection closing looks the same to the shard), and a says nothing more.
     const stop = new AbortController();
     const cut = a.pushPull(push(1, filled(1), 'a'), 60_000, stop.signal);
-    for (let i = 0; i < 500 && (await t.status())[0].jobs[0].pendingPushes < 1; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilPushPending(t);
     stop.abort();
     expect(await cut).toEqual({ push: { version: 1, accepted: true } });
     expect((await c.pushPull(push(1), 10_000)).params?.version).toBe(2);
     // Step 2 waits for a only until the grace has passed; the member TTL is ten minutes.
     let settled = false;
     const step2 = c.pushPull(push(2), 10_000).finally(() => (settled = true));
-    for (let i = 0; i < 500 && (await t.status())[0].jobs[0].pendingPushes < 1; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilPushPending(t);
     // Longer than the grace in real time, which the shard's sweeps (on their timers) ignore.
     await new Promise((r) => setTimeout(r, 400));
     shard.shard.sweep();
@@ -230,9 +233,7 @@ describe('step stream', () => {
     const stop = new AbortController();
     // t stops waiting for the step once its own push is taken.
     const cut = c.pushPull(push(1), 60_000, stop.signal);
-    for (let i = 0; i < 500 && (await t.status())[0].jobs[0].pendingPushes < 1; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilPushPending(t);
     stop.abort();
     expect(await cut).toEqual({ push: { version: 1, accepted: true } });
     const completed = await other.pushPull(push(1, filled(1), 'a'), 10_000);
