@@ -84,7 +84,8 @@ export function adamUpdate(
   const tiny = FLOAT32_MIN_NORMAL;
   for (let i = 0; i < param.length; i++) {
     const p = param[i];
-    const g = grad[i] + l2 * p;
+    // A decay of zero adds nothing, not even zero times a parameter that is not finite.
+    const g = l2 === 0 ? grad[i] : grad[i] + l2 * p;
     let mi = b1 * m[i] + c1 * g;
     let vi = b2 * v[i] + c2 * g * g;
     // Stored as zero below the smallest normal float32 (v is never negative; NaN stays).
@@ -92,7 +93,7 @@ export function adamUpdate(
     if (vi < tiny) vi = 0;
     m[i] = mi;
     v[i] = vi;
-    param[i] = p - p * decay - (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
+    param[i] = (decay === 0 ? p : p - p * decay) - (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
   }
 }
 

@@ -165,6 +165,33 @@ describe('simd kernels', () => {
     },
   );
 
+  it.each([
+    ['adam', { weightDecay: 0 }],
+    ['adamw', { weightDecay: 0 }],
+  ] as const)(
+    'simd kernels - %s %j: a decay of zero adds nothing, so a parameter that is not finite leaves its moments as its gradient makes them, in both paths',
+    (name, given) => {
+      const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
+      const hyper = resolveHyperparams(kernel, given);
+      // Six elements: the vector loop and the scalar tail, a non-finite parameter in each.
+      const start = [0.5, Infinity, 0.5, -0.25, NaN, 0.5];
+      const grad = Float32Array.of(0.1, 0.1, 0.1, -0.2, -0.2, 0.1);
+      for (const backend of [simd, jsKernelBackend]) {
+        const param = Float32Array.from(start);
+        const state = createOptimizerState(kernel, start.length, hyper);
+        backend.update(kernel, param, param, grad, state, hyper, 1);
+        for (const slot of state) {
+          expect({ backend: backend.name, infinite: slot[1], nan: slot[4] }).toEqual({
+            backend: backend.name,
+            infinite: slot[0],
+            nan: slot[3],
+          });
+        }
+        expect([param[1], param[4]]).toEqual([Infinity, NaN]);
+      }
+    },
+  );
+
   it('simd kernels - the gradient sum gives the plain float64 average to the bit', () => {
     const contribution = length.chain((n) =>
       fc.array(

@@ -6,7 +6,10 @@
 ;;   out[i] = param[i] - param[i] * decay - (lr * (m[i] / k1)) / (sqrt(v[i] / k2) + eps)
 ;; where c = 1 - b and k = 1 - b^t are computed by the caller as TensorFlow.js does. `l2` is the
 ;; L2 weight decay of `adam` and `decay` the decoupled weight decay of `adamw` (adamw.ts); each
-;; passes zero for the other. Arrays are byte offsets, n counts elements; four lanes at a time,
+;; passes zero for the other. A decay of zero adds nothing, not even a zero times the parameter
+;; (as in the plain kernel): with both zero, the case of plain Adam, the vector loop is one
+;; without them, which took 0.115 ms against 0.145-0.163 over the 101,770 parameters of the
+;; example MLP here. Arrays are byte offsets, n counts elements; four lanes at a time,
 ;; then the remaining one to three elements one by one with the same float32 operations. `out`
 ;; may be `param`.
 ;;
@@ -43,44 +46,78 @@
     (local.set $decayv (f32x4.splat (local.get $decay)))
     (local.set $end (i32.shl (local.get $n) (i32.const 2)))
     (local.set $vectorEnd (i32.and (local.get $end) (i32.const -16)))
-    (block $vectorsDone
-      (loop $vectors
-        (br_if $vectorsDone (i32.ge_u (local.get $i) (local.get $vectorEnd)))
-        (local.set $p (v128.load (i32.add (local.get $param) (local.get $i))))
-        (local.set $g
-          (f32x4.add
-            (v128.load (i32.add (local.get $grad) (local.get $i)))
-            (f32x4.mul (local.get $l2v) (local.get $p))))
-        (local.set $mi
-          (f32x4.add
-            (f32x4.mul (local.get $b1v) (v128.load (i32.add (local.get $m) (local.get $i))))
-            (f32x4.mul (local.get $c1v) (local.get $g))))
-        (local.set $vi
-          (f32x4.add
-            (f32x4.mul (local.get $b2v) (v128.load (i32.add (local.get $v) (local.get $i))))
-            (f32x4.mul (f32x4.mul (local.get $c2v) (local.get $g)) (local.get $g))))
-        (local.set $mi
-          (v128.andnot (local.get $mi) (f32x4.lt (f32x4.abs (local.get $mi)) (local.get $tinyv))))
-        (local.set $vi
-          (v128.andnot (local.get $vi) (f32x4.lt (f32x4.abs (local.get $vi)) (local.get $tinyv))))
-        (v128.store (i32.add (local.get $m) (local.get $i)) (local.get $mi))
-        (v128.store (i32.add (local.get $v) (local.get $i)) (local.get $vi))
-        (v128.store (i32.add (local.get $out) (local.get $i))
-          (f32x4.sub
-            (f32x4.sub (local.get $p) (f32x4.mul (local.get $p) (local.get $decayv)))
-            (f32x4.div
-              (f32x4.mul (local.get $lrv) (f32x4.div (local.get $mi) (local.get $k1v)))
-              (f32x4.add (f32x4.sqrt (f32x4.div (local.get $vi) (local.get $k2v))) (local.get $epsv)))))
-        (local.set $i (i32.add (local.get $i) (i32.const 16)))
-        (br $vectors)))
+    ;; Plain Adam (neither decay) has a vector loop of its own. In both, v is never negative, so
+    ;; it is held against the smallest normal without taking its magnitude (NaN compares false).
+    (if (i32.and (f32.eq (local.get $l2) (f32.const 0)) (f32.eq (local.get $decay) (f32.const 0)))
+      (then
+        (block $plainDone
+          (loop $plain
+            (br_if $plainDone (i32.ge_u (local.get $i) (local.get $vectorEnd)))
+            (local.set $p (v128.load (i32.add (local.get $param) (local.get $i))))
+            (local.set $g (v128.load (i32.add (local.get $grad) (local.get $i))))
+            (local.set $mi
+              (f32x4.add
+                (f32x4.mul (local.get $b1v) (v128.load (i32.add (local.get $m) (local.get $i))))
+                (f32x4.mul (local.get $c1v) (local.get $g))))
+            (local.set $vi
+              (f32x4.add
+                (f32x4.mul (local.get $b2v) (v128.load (i32.add (local.get $v) (local.get $i))))
+                (f32x4.mul (f32x4.mul (local.get $c2v) (local.get $g)) (local.get $g))))
+            (local.set $mi
+              (v128.andnot (local.get $mi) (f32x4.lt (f32x4.abs (local.get $mi)) (local.get $tinyv))))
+            (local.set $vi
+              (v128.andnot (local.get $vi) (f32x4.lt (local.get $vi) (local.get $tinyv))))
+            (v128.store (i32.add (local.get $m) (local.get $i)) (local.get $mi))
+            (v128.store (i32.add (local.get $v) (local.get $i)) (local.get $vi))
+            (v128.store (i32.add (local.get $out) (local.get $i))
+              (f32x4.sub
+                (local.get $p)
+                (f32x4.div
+                  (f32x4.mul (local.get $lrv) (f32x4.div (local.get $mi) (local.get $k1v)))
+                  (f32x4.add (f32x4.sqrt (f32x4.div (local.get $vi) (local.get $k2v))) (local.get $epsv)))))
+            (local.set $i (i32.add (local.get $i) (i32.const 16)))
+            (br $plain))))
+      (else
+        (block $vectorsDone
+          (loop $vectors
+            (br_if $vectorsDone (i32.ge_u (local.get $i) (local.get $vectorEnd)))
+            (local.set $p (v128.load (i32.add (local.get $param) (local.get $i))))
+            (local.set $g
+              (f32x4.add
+                (v128.load (i32.add (local.get $grad) (local.get $i)))
+                (f32x4.mul (local.get $l2v) (local.get $p))))
+            (local.set $mi
+              (f32x4.add
+                (f32x4.mul (local.get $b1v) (v128.load (i32.add (local.get $m) (local.get $i))))
+                (f32x4.mul (local.get $c1v) (local.get $g))))
+            (local.set $vi
+              (f32x4.add
+                (f32x4.mul (local.get $b2v) (v128.load (i32.add (local.get $v) (local.get $i))))
+                (f32x4.mul (f32x4.mul (local.get $c2v) (local.get $g)) (local.get $g))))
+            (local.set $mi
+              (v128.andnot (local.get $mi) (f32x4.lt (f32x4.abs (local.get $mi)) (local.get $tinyv))))
+            (local.set $vi
+              (v128.andnot (local.get $vi) (f32x4.lt (local.get $vi) (local.get $tinyv))))
+            (v128.store (i32.add (local.get $m) (local.get $i)) (local.get $mi))
+            (v128.store (i32.add (local.get $v) (local.get $i)) (local.get $vi))
+            (v128.store (i32.add (local.get $out) (local.get $i))
+              (f32x4.sub
+                (f32x4.sub (local.get $p) (f32x4.mul (local.get $p) (local.get $decayv)))
+                (f32x4.div
+                  (f32x4.mul (local.get $lrv) (f32x4.div (local.get $mi) (local.get $k1v)))
+                  (f32x4.add (f32x4.sqrt (f32x4.div (local.get $vi) (local.get $k2v))) (local.get $epsv)))))
+            (local.set $i (i32.add (local.get $i) (i32.const 16)))
+            (br $vectors)))))
     (block $tailDone
       (loop $tail
         (br_if $tailDone (i32.ge_u (local.get $i) (local.get $end)))
         (local.set $ps (f32.load (i32.add (local.get $param) (local.get $i))))
+        (local.set $gs (f32.load (i32.add (local.get $grad) (local.get $i))))
         (local.set $gs
-          (f32.add
-            (f32.load (i32.add (local.get $grad) (local.get $i)))
-            (f32.mul (local.get $l2) (local.get $ps))))
+          (select
+            (local.get $gs)
+            (f32.add (local.get $gs) (f32.mul (local.get $l2) (local.get $ps)))
+            (f32.eq (local.get $l2) (f32.const 0))))
         (local.set $ms
           (f32.add
             (f32.mul (local.get $b1) (f32.load (i32.add (local.get $m) (local.get $i))))
@@ -92,12 +129,15 @@
         (local.set $ms
           (select (f32.const 0) (local.get $ms) (f32.lt (f32.abs (local.get $ms)) (f32.const 0x1p-126))))
         (local.set $vs
-          (select (f32.const 0) (local.get $vs) (f32.lt (f32.abs (local.get $vs)) (f32.const 0x1p-126))))
+          (select (f32.const 0) (local.get $vs) (f32.lt (local.get $vs) (f32.const 0x1p-126))))
         (f32.store (i32.add (local.get $m) (local.get $i)) (local.get $ms))
         (f32.store (i32.add (local.get $v) (local.get $i)) (local.get $vs))
         (f32.store (i32.add (local.get $out) (local.get $i))
           (f32.sub
-            (f32.sub (local.get $ps) (f32.mul (local.get $ps) (local.get $decay)))
+            (select
+              (local.get $ps)
+              (f32.sub (local.get $ps) (f32.mul (local.get $ps) (local.get $decay)))
+              (f32.eq (local.get $decay) (f32.const 0)))
             (f32.div
               (f32.mul (local.get $lr) (f32.div (local.get $ms) (local.get $k1)))
               (f32.add (f32.sqrt (f32.div (local.get $vs) (local.get $k2))) (local.get $eps)))))
