@@ -218,7 +218,8 @@ function adamAtModelSize(
   const [param, out, grad, m, v] = heap as [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
   filled(param, 3);
   filled(grad, 2, 1e-2);
-  const plain = [filled(new Float32Array(MODEL_ELEMENTS), 3), filled(new Float32Array(MODEL_ELEMENTS), 2, 1e-2)];
+  const plainParam = filled(new Float32Array(MODEL_ELEMENTS), 3);
+  const plainGrad = filled(new Float32Array(MODEL_ELEMENTS), 2, 1e-2);
   const plainState = [new Float32Array(MODEL_ELEMENTS), new Float32Array(MODEL_ELEMENTS)];
   let step = 0;
   let plainStep = 0;
@@ -226,7 +227,7 @@ function adamAtModelSize(
     for (let i = 0; i < MODEL_CALLS; i++) simd.update(adamKernel, out, param, grad, [m, v], hyper, ++step);
   };
   const plainLoop = () => {
-    for (let i = 0; i < MODEL_CALLS; i++) adamKernel.apply(plain[0]!, plain[1]!, plainState, hyper, ++plainStep);
+    for (let i = 0; i < MODEL_CALLS; i++) adamKernel.apply(plainParam, plainGrad, plainState, hyper, ++plainStep);
   };
   ours();
   plainLoop();

@@ -8,8 +8,9 @@
 ;; L2 weight decay of `adam` and `decay` the decoupled weight decay of `adamw` (adamw.ts); each
 ;; passes zero for the other. A decay of zero adds nothing, not even a zero times the parameter
 ;; (as in the plain kernel): with both zero, the case of plain Adam, the vector loop is one
-;; without them, which took 0.115 ms against 0.145-0.163 over the 101,770 parameters of the
-;; example MLP here. Arrays are byte offsets, n counts elements; four lanes at a time,
+;; without them, as the arithmetic, not the memory, sets the pace over arrays that fit the
+;; caches (`npm run bench -- kernels` times the example MLP's size). Arrays are byte offsets, n
+;; counts elements; four lanes at a time,
 ;; then the remaining one to three elements one by one with the same float32 operations. `out`
 ;; may be `param`.
 ;;
