@@ -36,6 +36,7 @@ const MODES: { name: string; training: Record<string, unknown>; trainers?: Recor
   { name: 'ssp', training: { mode: 'ssp', maxStaleness: 2 } },
   { name: 'local', training: { mode: 'local', localSteps: 4, localSync: true } },
   { name: 'local-overlapped', training: { mode: 'local', localSteps: 4, localSync: true, overlapRounds: true } },
+  { name: 'local-first', training: { mode: 'local', localSteps: 4, localSync: true, roundEnd: 'first' } },
   { name: 'local-elastic', training: { mode: 'local', localSteps: 4, localSync: false, elasticAlpha: 0.25 } },
 ];
 
@@ -126,6 +127,13 @@ describe('training modes, end to end', () => {
         stop: { target: undefined, maxEpochs: 1_000, maxSeconds: 80 },
       });
       const [oldest] = trainers;
+      // With roundEnd first, the parameter servers tell the trainers of each round's first delta.
+      let roundNotices = 0;
+      const rounds = nc.subscribe(SUBJECTS.rounds(jobId), {
+        callback: () => {
+          roundNotices += 1;
+        },
+      });
       await master.submitJob(spec);
       accounting.start();
       // Training is under way when the newcomer's process starts.
@@ -146,7 +154,10 @@ describe('training modes, end to end', () => {
       await master.stopJob(jobId);
       const events = await waitForEvent(nc, jobId, (e) => e.type === 'stopped' || e.type === 'failed', JOB_TIMEOUT_MS);
       await accounting.stop();
+      rounds.unsubscribe();
       expect(events.at(-1)).toMatchObject({ type: 'stopped', reason: 'manual' });
+      if (training['roundEnd'] === 'first') expect(roundNotices).toBeGreaterThan(0);
+      else expect(roundNotices).toBe(0);
 
       accounting.addEpochEvents(events);
       expect(accounting.problems()).toEqual([]);

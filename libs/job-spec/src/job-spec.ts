@@ -212,6 +212,11 @@ export interface TrainingSpec {
   elasticAlpha?: number;
   /** local only (then present): train the next round while the last round's delta is on its way. */
   overlapRounds?: boolean;
+  /**
+   * local only (then present): a synchronous round ends once every trainer took `localSteps`
+   * (`steps`), or once the first did, the others pushing after the step they are on (`first`).
+   */
+  roundEnd?: 'steps' | 'first';
   /** Examples per minibatch; one gradient push per minibatch. */
   batchSize: number;
   /** RecordIO chunks per task. */

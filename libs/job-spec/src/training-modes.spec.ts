@@ -37,11 +37,11 @@ describe('training modes in the job spec', () => {
     ['sync', {}, { backupTrainers: 0 }],
     ['async', {}, { stalenessAware: false }],
     ['ssp', {}, { maxStaleness: 2 }],
-    ['local', {}, { localSteps: 4, localSync: true, overlapRounds: false }],
+    ['local', {}, { localSteps: 4, localSync: true, overlapRounds: false, roundEnd: 'steps' }],
     [
       'local',
       { elasticAlpha: 0.25, localSync: false },
-      { localSteps: 4, localSync: false, elasticAlpha: 0.25, overlapRounds: false },
+      { localSteps: 4, localSync: false, elasticAlpha: 0.25, overlapRounds: false, roundEnd: 'steps' },
     ],
   ])('training modes - %s gets the defaults of its own fields and no other', (mode, given, expected) => {
     const training = validateJobSpec(spec({ mode, ...given })).training;
@@ -53,6 +53,7 @@ describe('training modes in the job spec', () => {
       'localSync',
       'elasticAlpha',
       'overlapRounds',
+      'roundEnd',
     ];
     expect(Object.fromEntries(Object.entries(training).filter(([k]) => modeFields.includes(k)))).toEqual(expected);
   });
@@ -70,6 +71,7 @@ describe('training modes in the job spec', () => {
     ['local', 'maxStaleness', 0, 'ssp'],
     ['ssp', 'elasticAlpha', 0.1, 'local'],
     ['async', 'overlapRounds', true, 'local'],
+    ['sync', 'roundEnd', 'first', 'local'],
   ])(
     'training modes - with mode %s, training.%s is refused as a field of another mode',
     (mode, field, value, owner) => {
@@ -87,6 +89,21 @@ describe('training modes in the job spec', () => {
       },
     ]);
     expect(validateJobSpec(spec({ mode: 'local', overlapRounds: true })).training.overlapRounds).toBe(true);
+  });
+
+  it.each([
+    [{ localSync: false }, 'training.localSync false, whose deltas do not wait for each other'],
+    [{ elasticAlpha: 0.25 }, 'training.elasticAlpha, whose rounds pull the center before each push'],
+    [{ overlapRounds: true }, 'training.overlapRounds, whose trainers do not wait for the round'],
+  ])('training modes - roundEnd first is refused with %j', (given, why) => {
+    expect(violationsOf(spec({ mode: 'local', roundEnd: 'first', ...given }))).toEqual([
+      { field: 'training.roundEnd', reason: `"first" does not apply with ${why}` },
+    ]);
+  });
+
+  it('training modes - roundEnd takes steps or first', () => {
+    expect(validateJobSpec(spec({ mode: 'local', localSteps: 32, roundEnd: 'first' })).training.roundEnd).toBe('first');
+    expect(() => validateJobSpec(spec({ mode: 'local', roundEnd: 'last' }))).toThrow(/training\.roundEnd/);
   });
 
   it('training modes - backupTrainers must stay below the quorum', () => {

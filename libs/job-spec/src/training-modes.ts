@@ -7,8 +7,8 @@ export const TRAINING_MODE_FIELDS = {
   sync: { backupTrainers: 0 },
   async: { stalenessAware: false, overlapPushes: false },
   ssp: { maxStaleness: 2 },
-  local: { localSteps: 4, localSync: true, elasticAlpha: undefined, overlapRounds: false },
-} as const satisfies Record<TrainingMode, Record<string, number | boolean | undefined>>;
+  local: { localSteps: 4, localSync: true, elasticAlpha: undefined, overlapRounds: false, roundEnd: 'steps' },
+} as const satisfies Record<TrainingMode, Record<string, number | boolean | string | undefined>>;
 
 /** The mode the job spec assumes when `training.mode` is absent. */
 export const DEFAULT_TRAINING_MODE: TrainingMode = 'sync';
@@ -73,6 +73,19 @@ export function trainingModeViolations(spec: Record<string, unknown>): JobSpecVi
         field: `optimizer.${field}`,
         reason: `does not apply with training.mode local: the trainers take their local steps at optimizer.learningRate`,
       });
+    }
+  }
+  if (mode === 'local' && training['roundEnd'] === 'first') {
+    const alone =
+      training['localSync'] === false
+        ? 'training.localSync false, whose deltas do not wait for each other'
+        : training['elasticAlpha'] !== undefined
+          ? 'training.elasticAlpha, whose rounds pull the center before each push'
+          : training['overlapRounds'] === true
+            ? 'training.overlapRounds, whose trainers do not wait for the round'
+            : undefined;
+    if (alone !== undefined) {
+      out.push({ field: 'training.roundEnd', reason: `"first" does not apply with ${alone}` });
     }
   }
   if (mode === 'local' && training['overlapRounds'] === true && training['elasticAlpha'] !== undefined) {

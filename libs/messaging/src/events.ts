@@ -153,6 +153,16 @@ export interface SnapshotNotice {
   at: string;
 }
 
+/**
+ * A `local` round the first of its trainers has finished: the shard's round on `version` (the
+ * version its trainers computed on) waits for the others (`SUBJECTS.rounds`).
+ */
+export interface RoundNotice {
+  jobId: string;
+  shard: number;
+  version: number;
+}
+
 /** A task as dispatched through the tasks stream. */
 export interface TaskMessage {
   jobId: string;

@@ -42,6 +42,7 @@ export type {
   JobSummary,
   MemberStatus,
   PserverRegistration,
+  RoundNotice,
   SnapshotNotice,
   StopReason,
   StopRequest,

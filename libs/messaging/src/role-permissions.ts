@@ -82,9 +82,9 @@ const TASK_REQUESTS = [SUBJECTS.allTaskClaims, SUBJECTS.allTaskReports];
  *   and the buckets; it cannot touch the streams' configuration.
  * - `master` takes job specs and stop requests, runs the task queues, the jobs directory and the
  *   events, and answers status, list, claim, report and fault requests.
- * - `pserver` registers itself in the pserver directory and publishes snapshots.
- * - `trainer` pulls tasks and sends claims, reports and faults; it cannot submit or stop jobs,
- *   and cannot write the pserver directory.
+ * - `pserver` registers itself in the pserver directory and publishes snapshots and round notices.
+ * - `trainer` pulls tasks and sends claims, reports and faults, and hears round notices; it
+ *   cannot submit or stop jobs, and cannot write the pserver directory.
  * - `evaluator` reads snapshots and events, asks for a job's status, publishes metrics events,
  *   and stops a job when its stop policy says so.
  */
@@ -123,6 +123,7 @@ export const ROLE_PERMISSIONS: Record<NatsRole, RolePermissions> = {
     publish: [
       ...service('pserver'),
       SUBJECTS.allSnapshots,
+      SUBJECTS.allRounds,
       ...[KV_BUCKETS.jobs, KV_BUCKETS.pservers].flatMap(readBucket),
       ...writeBucket(KV_BUCKETS.pservers),
     ],
@@ -137,7 +138,7 @@ export const ROLE_PERMISSIONS: Record<NatsRole, RolePermissions> = {
       ...pull(STREAMS.tasks.name),
       ...[KV_BUCKETS.jobs, KV_BUCKETS.pservers].flatMap(readBucket),
     ],
-    subscribe: [INBOX, SUBJECTS.allEvents],
+    subscribe: [INBOX, SUBJECTS.allEvents, SUBJECTS.allRounds],
     allowResponses: false,
   },
   evaluator: {

@@ -25,6 +25,13 @@ export const SUBJECTS = {
   /** Parameter snapshots ready for evaluation (JSON `SnapshotNotice`). */
   snapshots: (jobId: string) => `tributary.jobs.${jobId}.snapshots`,
   allSnapshots: 'tributary.jobs.*.snapshots',
+  /**
+   * A synchronous `local` round that its first trainer has finished (JSON `RoundNotice`), with
+   * `training.roundEnd: first`: the job's other trainers push after the step they are on. Plain
+   * NATS, not kept.
+   */
+  rounds: (jobId: string) => `tributary.jobs.${jobId}.rounds`,
+  allRounds: 'tributary.jobs.*.rounds',
   /** Work queue of dispatched tasks of one job. */
   tasks: (jobId: string) => `tributary.tasks.${jobId}`,
   allTasks: 'tributary.tasks.>',

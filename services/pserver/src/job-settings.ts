@@ -42,6 +42,11 @@ export interface ShardJobSettings {
   localSync: boolean;
   /** `local`: elastic averaging; a round adds the sum of the pushes rather than their average. */
   elastic: boolean;
+  /**
+   * `local` with `localSync` and `roundEnd: first`: the first delta of a round that still waits
+   * for others is announced (`JobShardHooks.onRoundWaiting`), so the trainers end it.
+   */
+  firstEndsRound: boolean;
   /** Keep a snapshot for the evaluator every this many versions. */
   evaluationEverySteps: number;
   /** Checkpoint every this many steps; undefined: by time only. */
@@ -100,7 +105,7 @@ export function stepsByRound(settings: Pick<ShardJobSettings, 'mode' | 'localSyn
 
 type ModeSettings = Pick<
   ShardJobSettings,
-  'mode' | 'backupTrainers' | 'stalenessAware' | 'maxStaleness' | 'localSync' | 'elastic'
+  'mode' | 'backupTrainers' | 'stalenessAware' | 'maxStaleness' | 'localSync' | 'elastic' | 'firstEndsRound'
 >;
 
 /** The settings of the job's training mode; the fields of other modes are ignored. */
@@ -114,7 +119,19 @@ function modeSettings(training: Json, mode: TrainingMode): ModeSettings {
     maxStaleness: mode === 'ssp' ? positiveInteger(own, 'training', 'maxStaleness', 0, 0)! : 0,
     localSync: mode === 'local' && booleanField(own, 'training', 'localSync'),
     elastic: mode === 'local' && optionalNumber(own, 'training', 'elasticAlpha') !== undefined,
+    firstEndsRound: mode === 'local' && roundEnd(own) === 'first',
   };
+}
+
+function roundEnd(training: Json): 'steps' | 'first' {
+  const v = training['roundEnd'];
+  if (v !== 'steps' && v !== 'first') {
+    throw new InvalidRequestError(
+      'spec_json.training.roundEnd',
+      `expected "steps" or "first", got ${JSON.stringify(v)}`,
+    );
+  }
+  return v;
 }
 
 function booleanField(obj: Json, path: string, key: string): boolean {

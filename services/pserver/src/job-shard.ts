@@ -36,6 +36,11 @@ export interface JobShardHooks {
   onStepTimed?(job: JobShard, barrierMs: number, updateMs: number): void;
   /** A push was taken (not refused, not a duplicate). */
   onPush?(job: JobShard): void;
+  /**
+   * With `roundEnd: first`: the first delta of the round on `version` came and the round waits
+   * for the others; told once per round.
+   */
+  onRoundWaiting?(job: JobShard, version: number): void;
 }
 
 /** Settings of a `JobShard`. */
@@ -90,6 +95,8 @@ export class JobShard {
   private readonly ownership: ParameterOwnership;
   private readonly election: InitElection;
   private readonly barrier: SyncBarrier;
+  /** The last round announced as waiting (`onRoundWaiting`). */
+  private announcedRound = -1;
   /** Where the step time goes (`stepTiming`). */
   private readonly timing = new StepTiming(undefined, (barrierMs, updateMs) =>
     this.hooks.onStepTimed?.(this, barrierMs, updateMs),
@@ -320,6 +327,10 @@ export class JobShard {
     } finally {
       // The barrier borrowed the gradients until now (a round of one steps with them as they are).
       this.barrier.settle();
+    }
+    if (this.settings.firstEndsRound && this.version === version && this.announcedRound !== version) {
+      this.announcedRound = version;
+      this.hooks.onRoundWaiting?.(this, version);
     }
     return { version: this.version, accepted: true };
   }

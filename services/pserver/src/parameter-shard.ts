@@ -48,6 +48,8 @@ export interface ParameterShardOptions {
   initLeaseMs?: number;
   /** Called when a snapshot for the evaluator is retained. */
   onSnapshot?: (jobId: string, shard: number, version: number) => void;
+  /** A `roundEnd: first` round on `version` waits for more trainers (`JobShardHooks.onRoundWaiting`). */
+  onRoundWaiting?: (jobId: string, shard: number, version: number) => void;
   logger?: LineLogger;
   now?: () => number;
   /** Where every job's optimizer steps and gradient sums run. Default: what `TRIBUTARY_KERNELS` picks. */
@@ -420,6 +422,8 @@ export class ParameterShard {
         onStepTimed: (job: JobShard, barrierMs: number, updateMs: number) =>
           this.options.metrics?.stepped(job.jobId, barrierMs, updateMs),
         onSnapshot: (job: JobShard, version: number) => this.options.onSnapshot?.(job.jobId, this.shard, version),
+        onRoundWaiting: (job: JobShard, version: number) =>
+          this.options.onRoundWaiting?.(job.jobId, this.shard, version),
         onLapse: (job: JobShard, trainerId: string, cut: boolean) =>
           this.logger.warn(
             cut

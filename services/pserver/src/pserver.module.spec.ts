@@ -114,4 +114,43 @@ describe('pserver module', () => {
     sub.unsubscribe();
     await app.close();
   });
+
+  it("pserver module - a local round with roundEnd first announces its first delta to the job's trainers", async () => {
+    const app = await startApp();
+    const spec = JSON.stringify({
+      optimizer: { type: 'sgd', learningRate: 0.1 },
+      training: { mode: 'local', localSteps: 8, roundEnd: 'first' },
+    });
+    const notices: Record<string, unknown>[] = [];
+    const sub = nc.subscribe(SUBJECTS.rounds('round-job'));
+    void (async () => {
+      for await (const m of sub) notices.push(decodeJsonObject(m.subject, m.data));
+    })();
+    const directory = await KvShardDirectory.open(buckets.pservers);
+    const [fast, slow] = ['fast', 'slow'].map(
+      (trainerId) => new ShardedPserverClient({ jobId: 'round-job', trainerId, params: PARAMS, directory }),
+    );
+    try {
+      await fast!.initialize(spec, ones);
+      await fast!.join();
+      await slow!.join();
+      // Joined after the initialisation, both count from version 1: version 0's round steps alone.
+      await fast!.pushGradients(0, 8, ones());
+      await fast!.pushGradients(1, 8, ones());
+      await nc.flush();
+      for (let i = 0; i < 50 && notices.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(notices).toEqual([{ jobId: 'round-job', shard: 0, version: 1 }]);
+      // The slow trainer's delta, of fewer steps, ends the round: nothing more to announce.
+      await slow!.pushGradients(1, 3, ones());
+      expect((await slow!.pullParams(2)).versions).toEqual([2]);
+      await nc.flush();
+      expect(notices).toHaveLength(1);
+    } finally {
+      fast!.close();
+      slow!.close();
+      directory.close();
+      sub.unsubscribe();
+      await app.close();
+    }
+  });
 });

@@ -16,6 +16,7 @@ import {
   type Buckets,
   type NatsConnection,
   type RedisConnection,
+  type RoundNotice,
   type SnapshotNotice,
 } from '#libs/messaging';
 import { selectKernelBackend } from '#libs/optimizer';
@@ -124,6 +125,7 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
       kernels,
       metrics: shardMetrics,
       onSnapshot: (jobId, shard, version) => this.announceSnapshot(jobId, shard, version),
+      onRoundWaiting: (jobId, shard, version) => this.announceRound(jobId, shard, version),
     });
     shardMetrics.follow(this.shard);
     this.lifecycle = new JobLifecycle(this.nc, this.buckets.jobs, this.shard, { logger: this.logger });
@@ -187,6 +189,12 @@ export class PserverService implements OnApplicationBootstrap, BeforeApplication
   private announceSnapshot(jobId: string, shard: number, version: number): void {
     const notice: SnapshotNotice = { jobId, shard, version, at: new Date().toISOString() };
     this.nc.publish(SUBJECTS.snapshots(jobId), encodeJson(notice));
+  }
+
+  /** Tells the job's trainers that its round on `version` has its first delta (`roundEnd: first`). */
+  private announceRound(jobId: string, shard: number, version: number): void {
+    const notice: RoundNotice = { jobId, shard, version };
+    this.nc.publish(SUBJECTS.rounds(jobId), encodeJson(notice));
   }
 
   private reportVersions(): void {

@@ -1,6 +1,6 @@
 import { DataType } from '#libs/pserver-protocol';
 import { GradientVersionError, InvalidRequestError } from './errors.js';
-import { JobShard } from './job-shard.js';
+import { JobShard, type JobShardHooks } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
 
 /*
@@ -12,9 +12,9 @@ const LR = 0.5;
 const PARAMS = [{ name: 'w', dtype: DataType.FLOAT32, shape: [2] }];
 
 /** A job shard initialised with w = [1, 2], `members` counted from version 0. */
-function makeJob(training: object, members: string[] = [], trainers: object = {}) {
+function makeJob(training: object, members: string[] = [], trainers: object = {}, hooks: JobShardHooks = {}) {
   const specJson = JSON.stringify({ optimizer: { type: 'sgd', learningRate: LR }, training, trainers });
-  const job = new JobShard({ jobId: 'job-m', shard: 0, specJson, settings: parseJobSettings(specJson) });
+  const job = new JobShard({ jobId: 'job-m', shard: 0, specJson, settings: parseJobSettings(specJson), hooks });
   job.setParamList(PARAMS, 1);
   for (const m of members) job.join(m);
   job.beginInit('init');
@@ -97,6 +97,30 @@ describe('training modes on a job shard', () => {
     expect(() => job.push('a', 1, 1, w(0, 0))).toThrow(GradientVersionError);
   });
 
+  it('local with roundEnd first - the first delta of a round that waits for others is told once; a round of one is not', () => {
+    const told: number[] = [];
+    const hooks: JobShardHooks = { onRoundWaiting: (_job, version) => told.push(version) };
+    const job = makeJob({ mode: 'local', roundEnd: 'first' }, ['a', 'b'], {}, hooks);
+    job.push('a', 0, 4, w(1, 1));
+    expect(told).toEqual([0]);
+    // The same trainer again (ignored), then the round's last delta: nothing more to tell.
+    job.push('a', 0, 4, w(1, 1));
+    job.push('b', 0, 1, w(6, 6));
+    expect(told).toEqual([0]);
+    expect(job.version).toBe(1);
+    // Deltas of 4 and 1 examples: averaged by examples, as with rounds of equal steps.
+    expect(values(job)).toEqual([1 + 2, 2 + 2]);
+    job.push('b', 1, 2, w(0, 0));
+    expect(told).toEqual([0, 1]);
+    const alone = makeJob({ mode: 'local', roundEnd: 'first' }, ['a'], {}, hooks);
+    alone.push('a', 0, 4, w(1, 1));
+    expect(alone.version).toBe(1);
+    expect(told).toEqual([0, 1]);
+    const plain = makeJob({ mode: 'local' }, ['a', 'b'], {}, hooks);
+    plain.push('a', 0, 4, w(1, 1));
+    expect(told).toEqual([0, 1]);
+  });
+
   it('local without localSync - each delta is added as it comes, whatever its version', () => {
     const job = makeJob({ mode: 'local', localSync: false });
     job.push('a', 0, 4, w(1, -1));
@@ -155,6 +179,13 @@ describe('training modes on a job shard', () => {
     expect(parseJobSettings(JSON.stringify({ training: { mode: 'local' } }))).toMatchObject({
       localSync: true,
       elastic: false,
+      firstEndsRound: false,
     });
+    expect(parseJobSettings(JSON.stringify({ training: { mode: 'local', roundEnd: 'first' } })).firstEndsRound).toBe(
+      true,
+    );
+    expect(() => parseJobSettings(JSON.stringify({ training: { mode: 'local', roundEnd: 'last' } }))).toThrow(
+      /spec_json\.training\.roundEnd.*"steps" or "first"/,
+    );
   });
 });

@@ -1,9 +1,9 @@
 import { shuffleSettings } from '#libs/data-order';
-import type { JobSpec } from '#libs/job-spec';
+import type { JobSpec, TrainingSpec } from '#libs/job-spec';
 import type { Learner } from '#libs/learner';
 import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
 import type { LineLogger } from '#libs/logging';
-import type { MemberStatus } from '#libs/messaging';
+import type { MemberStatus, RoundNotice } from '#libs/messaging';
 import { PserverError, ShardCallError, type ParamInfo, type ShardedPserverClient } from '#libs/pserver-client';
 import { wireClock } from '#libs/pserver-protocol';
 import { sleep } from '#libs/retry';
@@ -78,10 +78,34 @@ export interface JobTrainerDeps {
    */
   claimAheadMs?: number;
   /**
+   * Listens to the job's round notices (`SUBJECTS.rounds`, with `training.roundEnd: first`) until
+   * the returned function is called.
+   */
+  watchRounds?: (jobId: string, onNotice: (notice: RoundNotice) => void) => () => void;
+  /**
    * Asked when the job has its share of trainers at work: true returns `full` (the trainer
    * serves another job), false waits and asks the master again.
    */
   leaveWhenFull?: (jobId: string) => boolean;
+}
+
+/** The `training` fields the training loop reads: the mode and the fields of modes. */
+const LOOP_TRAINING_FIELDS = [
+  'mode',
+  'backupTrainers',
+  'maxStaleness',
+  'localSteps',
+  'localSync',
+  'elasticAlpha',
+  'overlapPushes',
+  'overlapRounds',
+  'roundEnd',
+] as const satisfies readonly (keyof TrainingSpec)[];
+
+type LoopTraining = Pick<TrainingSpec, (typeof LOOP_TRAINING_FIELDS)[number]>;
+
+function loopTraining(training: TrainingSpec): LoopTraining {
+  return Object.fromEntries(LOOP_TRAINING_FIELDS.map((field) => [field, training[field]])) as LoopTraining;
 }
 
 /**
@@ -144,6 +168,8 @@ export class JobTrainer {
     let countdown: TaskCountdown | undefined;
     /** The `done` report of the last task, still on its way. */
     let reporting: Promise<JobRunEnd | undefined> | undefined;
+    /** Stops listening to the job's round notices (`roundEnd: first`). */
+    let stopRounds: (() => void) | undefined;
     try {
       let initial: Awaited<ReturnType<Learner['getParams']>>;
       try {
@@ -175,17 +201,9 @@ export class JobTrainer {
       });
       membership = quorum;
       const reporter = new ProgressReporter(jobId, this.deps, () => reader.assemblyMs);
-      const { mode, backupTrainers, maxStaleness, localSteps, localSync, elasticAlpha, overlapPushes, overlapRounds } =
-        spec.training;
+      const { mode, roundEnd } = spec.training;
       loop = new TrainingLoop(learner, ps, {
-        mode,
-        backupTrainers,
-        maxStaleness,
-        localSteps,
-        localSync,
-        elasticAlpha,
-        overlapPushes,
-        overlapRounds,
+        ...loopTraining(spec.training),
         maxGradientRetries: spec.training.maxGradientRetries,
         clipping: { clipNorm: spec.optimizer.clipNorm, clipValue: spec.optimizer.clipValue },
         pullWaitMs: this.deps.pullWaitMs,
@@ -201,6 +219,10 @@ export class JobTrainer {
           await quorum.refresh().catch((err: Error) => logger.warn(`job ${jobId}: rejoining failed: ${err.message}`));
         },
       });
+      if (mode === 'local' && roundEnd === 'first') {
+        const rounds = loop;
+        stopRounds = this.deps.watchRounds?.(jobId, (notice) => rounds.roundWaiting(notice.shard, notice.version));
+      }
       let full = false;
 
       for (;;) {
@@ -316,6 +338,7 @@ export class JobTrainer {
       threw = true;
       throw err;
     } finally {
+      stopRounds?.();
       // A round still on its way lands (within the hand-back budget once preempted) unless the
       // job stopped or the run failed; its task is told either way.
       if (signals.stop.aborted || threw) loop?.abandonRounds();

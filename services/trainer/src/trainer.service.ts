@@ -21,6 +21,7 @@ import { JobTrainer, type PserverConnection } from './job-trainer.js';
 import { learnerOptions } from './learner-options.js';
 import { LearnerThread, usesLearnerThread, type LearnerJob } from './learner-thread.js';
 import { MeteredPserverClient } from './metered-pserver-client.js';
+import { watchRoundNotices } from './round-notices.js';
 import type { TrainerConfig } from './trainer-config.js';
 import { TrainerMetrics } from './trainer-metrics.js';
 import { TrainerWorker } from './trainer-worker.js';
@@ -104,6 +105,7 @@ export class TrainerService implements OnApplicationBootstrap, BeforeApplication
       master,
       createLearner,
       readChunk: confinedChunkSource(this.config.dataRoots),
+      watchRounds: (jobId, onNotice) => watchRoundNotices(this.nc, jobId, onNotice, this.logger),
       chunkCacheBytes: this.config.chunkCacheMb * 1024 * 1024,
       connectPservers: async (spec, params): Promise<PserverConnection> => {
         const directory = await KvShardDirectory.open(this.buckets.pservers, { shardCount: spec.pservers.count });

@@ -61,7 +61,7 @@ export interface TaskSignals {
 /** The job's training mode and the fields of that mode the loop reads (see `TrainingSpec`). */
 export type LoopMode = Pick<
   TrainingSpec,
-  'mode' | 'backupTrainers' | 'maxStaleness' | 'localSteps' | 'localSync' | 'elasticAlpha'
+  'mode' | 'backupTrainers' | 'maxStaleness' | 'localSteps' | 'localSync' | 'elasticAlpha' | 'roundEnd'
 >;
 
 /** Settings of a `TrainingLoop`. */
@@ -218,6 +218,8 @@ export class TrainingLoop {
   private clock: number[] | undefined;
   /** `local`: the round in progress. */
   private readonly round: LocalRound = { steps: 0, samples: 0 };
+  /** `roundEnd: first`: the latest round a shard said has its first delta (`roundWaiting`). */
+  private waitingRound: { shard: number; version: number } | undefined;
   /** `overlapPushes`: the push of the previous minibatch, not yet answered. */
   private inFlight: InFlightPush | undefined;
   /** `overlapRounds`: the delta of the previous round, not yet landed. */
@@ -253,6 +255,15 @@ export class TrainingLoop {
   joined(versions: readonly number[]): void {
     const needed = this.needed;
     this.needed = versions.map((v, k) => Math.max(v, typeof needed === 'number' ? needed : (needed[k] ?? 0)));
+  }
+
+  /**
+   * `roundEnd: first`: shard `shard`'s round on `version` has its first delta and waits for the
+   * others. When that is the round in progress here, it ends after the step on hand (or the
+   * first, when none was taken yet); a notice of another round is of no consequence.
+   */
+  roundWaiting(shard: number, version: number): void {
+    if (this.options.roundEnd === 'first') this.waitingRound = { shard, version };
   }
 
   /** Shard versions of the parameters the learner holds (empty before the first pull). */
@@ -513,8 +524,14 @@ export class TrainingLoop {
     this.round.samples += batch.size;
     this.phases.endStep();
     this.options.onMinibatch?.(batch.size, this.held ?? []);
-    if (this.round.steps < (this.options.localSteps ?? 1)) return 'pushed';
+    if (this.round.steps < (this.options.localSteps ?? 1) && !this.othersWait()) return 'pushed';
     return this.endRound(signal);
+  }
+
+  /** True when the round in progress here has another trainer's delta waiting (`roundWaiting`). */
+  private othersWait(): boolean {
+    const waiting = this.waitingRound;
+    return waiting !== undefined && this.held !== undefined && this.held[waiting.shard] === waiting.version;
   }
 
   /**

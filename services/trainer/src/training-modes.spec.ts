@@ -170,6 +170,34 @@ describe('training modes on a trainer', () => {
     expect(learner.calls.filter((c) => c.startsWith('set'))).toEqual(['set 3', 'set 4', 'set 5']);
   });
 
+  it('local with roundEnd first - a round another trainer finished ends after the step on hand; notices of other rounds change nothing', async () => {
+    const ps = new ScriptedPserver();
+    const loop = loopOf(new ScalarLearner(), ps, { mode: 'local', localSteps: 4, localSync: true, roundEnd: 'first' });
+    await loop.trainMinibatch(BATCH, never);
+    await loop.trainMinibatch(BATCH, never);
+    loop.roundWaiting(0, 3);
+    await loop.trainMinibatch(BATCH, never);
+    expect(ps.pushes).toEqual([{ version: 3, samples: 3, value: -3 }]);
+    // The round on 4: the notice of round 3 again (late), then one of another shard.
+    loop.roundWaiting(0, 3);
+    for (let i = 0; i < 3; i++) await loop.trainMinibatch(BATCH, never);
+    loop.roundWaiting(1, 4);
+    await loop.trainMinibatch(BATCH, never);
+    expect(ps.pushes.at(-1)).toEqual({ version: 4, samples: 4, value: -4 });
+    // Told before the round's first step: it ends after that step.
+    loop.roundWaiting(0, 5);
+    await loop.trainMinibatch(BATCH, never);
+    expect(ps.pushes.at(-1)).toEqual({ version: 5, samples: 1, value: -1 });
+    // With roundEnd steps, the default, a notice is of no consequence.
+    const plain = new ScriptedPserver();
+    const steps = loopOf(new ScalarLearner(), plain, { mode: 'local', localSteps: 2, localSync: true });
+    steps.roundWaiting(0, 3);
+    await steps.trainMinibatch(BATCH, never);
+    expect(plain.pushes).toEqual([]);
+    await steps.trainMinibatch(BATCH, never);
+    expect(plain.pushes).toEqual([{ version: 3, samples: 2, value: -2 }]);
+  });
+
   it('local - a delta refused as stale is dropped, not recomputed, and its minibatches count as done', async () => {
     const learner = new ScalarLearner();
     const ps = new ScriptedPserver();
