@@ -1,5 +1,5 @@
 import { shuffleSettings } from '#libs/data-order';
-import type { JobSpec, TrainingSpec } from '#libs/job-spec';
+import { TRAINING_MODE_FIELDS, type JobSpec, type TrainingSpec } from '#libs/job-spec';
 import type { Learner } from '#libs/learner';
 import { RequestAbortedError, type ClaimedTask, type MasterClient } from '#libs/master-client';
 import type { LineLogger } from '#libs/logging';
@@ -89,23 +89,27 @@ export interface JobTrainerDeps {
   leaveWhenFull?: (jobId: string) => boolean;
 }
 
-/** The `training` fields the training loop reads: the mode and the fields of modes. */
-const LOOP_TRAINING_FIELDS = [
-  'mode',
-  'backupTrainers',
-  'maxStaleness',
-  'localSteps',
-  'localSync',
-  'elasticAlpha',
-  'overlapPushes',
-  'overlapRounds',
-  'roundEnd',
-] as const satisfies readonly (keyof TrainingSpec)[];
+/** Mode fields only the parameter servers read. */
+const PSERVER_MODE_FIELDS = ['stalenessAware'] as const;
 
-type LoopTraining = Pick<TrainingSpec, (typeof LOOP_TRAINING_FIELDS)[number]>;
+type ModeField = {
+  [M in keyof typeof TRAINING_MODE_FIELDS]: keyof (typeof TRAINING_MODE_FIELDS)[M];
+}[keyof typeof TRAINING_MODE_FIELDS];
+
+/** The `training` fields the training loop reads: the mode and the fields of modes. */
+type LoopTraining = Pick<TrainingSpec, 'mode' | Exclude<ModeField, (typeof PSERVER_MODE_FIELDS)[number]>>;
+
+const LOOP_TRAINING_FIELDS: readonly string[] = [
+  'mode',
+  ...Object.values(TRAINING_MODE_FIELDS)
+    .flatMap((fields) => Object.keys(fields))
+    .filter((field) => !(PSERVER_MODE_FIELDS as readonly string[]).includes(field)),
+];
 
 function loopTraining(training: TrainingSpec): LoopTraining {
-  return Object.fromEntries(LOOP_TRAINING_FIELDS.map((field) => [field, training[field]])) as LoopTraining;
+  return Object.fromEntries(
+    LOOP_TRAINING_FIELDS.map((field) => [field, training[field as keyof TrainingSpec]]),
+  ) as LoopTraining;
 }
 
 /**

@@ -25,7 +25,8 @@ describe('round notices', () => {
     [{ jobId: 'job-r', shard: -1, version: 4 }, 'shard: expected an integer >= 0'],
     [{ jobId: 'job-r', shard: 0, version: 1.5 }, 'version: expected an integer >= 0'],
     [{ jobId: 'job-r', shard: 0 }, 'version: expected a number'],
-    [{ shard: 0, version: 2 }, 'jobId: expected a string'],
+    [{ shard: 0, version: 2 }, 'jobId: expected a non-empty string'],
+    [{ jobId: '', shard: 0, version: 2 }, 'jobId: expected a non-empty string'],
   ])('round notices - %j is refused, naming the subject and the field', (body, reason) => {
     expect(() => decodeRoundNotice(SUBJECT, bytes(body))).toThrow(MalformedMessageError);
     expect(() => decodeRoundNotice(SUBJECT, bytes(body))).toThrow(`malformed message on ${SUBJECT}: ${reason}`);

@@ -4,6 +4,7 @@ import {
   SUBJECTS,
   decodeJsonObject,
   numberField,
+  stringField,
   type NatsConnection,
   type RoundNotice,
 } from '#libs/messaging';
@@ -20,9 +21,7 @@ export function decodeRoundNotice(subject: string, data: Uint8Array): RoundNotic
     if (!Number.isInteger(v) || v < 0) throw new MalformedMessageError(subject, `${field}: expected an integer >= 0`);
     return v;
   };
-  const jobId = body['jobId'];
-  if (typeof jobId !== 'string') throw new MalformedMessageError(subject, 'jobId: expected a string');
-  return { jobId, shard: count('shard'), version: count('version') };
+  return { jobId: stringField(subject, body, 'jobId'), shard: count('shard'), version: count('version') };
 }
 
 /**
