@@ -14,6 +14,7 @@ import {
   type NatsConnection,
 } from '#libs/messaging';
 import { shardKey } from '#libs/pserver-client';
+import { sampleValue } from '#libs/service-metrics';
 import { sleep } from '#libs/retry';
 import { waitUntil } from './support/chaos-watch.js';
 import { runCli } from './support/cli-run.js';
@@ -41,17 +42,6 @@ async function waitForStatus(
     if (res.status === status || Date.now() > deadline) return res;
     await sleep(200);
   }
-}
-
-/** The value of the sample `name{labels}` in exposition text (labels in any order), or undefined. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  for (const line of text.split('\n')) {
-    const m = /^([a-z_:]+)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
-  }
-  return undefined;
 }
 
 /** Asks a pserver's gRPC health service for the status of `service`. */
@@ -186,21 +176,21 @@ describe('metrics and health', () => {
       }
 
       const job = { job: jobId };
-      expect(sample(scrape.trainer, 'tributary_trainer_steps_total', job)).toBeGreaterThan(0);
-      expect(sample(scrape.trainer, 'tributary_trainer_samples_total', job)).toBeGreaterThan(0);
+      expect(sampleValue(scrape.trainer, 'tributary_trainer_steps_total', job)).toBeGreaterThan(0);
+      expect(sampleValue(scrape.trainer, 'tributary_trainer_samples_total', job)).toBeGreaterThan(0);
       expect(
-        sample(scrape.trainer, 'tributary_trainer_step_phase_seconds_count', { ...job, phase: 'train' }),
+        sampleValue(scrape.trainer, 'tributary_trainer_step_phase_seconds_count', { ...job, phase: 'train' }),
       ).toBeGreaterThan(0);
-      expect(sample(scrape.trainer, 'tributary_trainer_push_seconds_count', job)).toBeGreaterThan(0);
-      expect(sample(scrape.trainer, 'tributary_trainer_push_bytes_total', job)).toBeGreaterThan(0);
-      expect(sample(scrape.trainer, 'tributary_trainer_pull_bytes_total', job)).toBeGreaterThan(0);
+      expect(sampleValue(scrape.trainer, 'tributary_trainer_push_seconds_count', job)).toBeGreaterThan(0);
+      expect(sampleValue(scrape.trainer, 'tributary_trainer_push_bytes_total', job)).toBeGreaterThan(0);
+      expect(sampleValue(scrape.trainer, 'tributary_trainer_pull_bytes_total', job)).toBeGreaterThan(0);
 
-      expect(sample(scrape.pserver, 'tributary_pserver_pushes_total', { ...job, shard: '0' })).toBeGreaterThan(0);
-      expect(sample(scrape.pserver, 'tributary_pserver_steps_total', { ...job, shard: '0' })).toBeGreaterThan(0);
-      expect(sample(scrape.pserver, 'tributary_pserver_version', { ...job, shard: '0' })).toBeGreaterThan(0);
+      expect(sampleValue(scrape.pserver, 'tributary_pserver_pushes_total', { ...job, shard: '0' })).toBeGreaterThan(0);
+      expect(sampleValue(scrape.pserver, 'tributary_pserver_steps_total', { ...job, shard: '0' })).toBeGreaterThan(0);
+      expect(sampleValue(scrape.pserver, 'tributary_pserver_version', { ...job, shard: '0' })).toBeGreaterThan(0);
       // The shard counts the trainer while it trains; between epochs, holding no task, it steps
       // out of the quorum, so one scrape may fall where it counts none.
-      const shardMembers = (body: string) => sample(body, 'tributary_pserver_members', { ...job, shard: '0' });
+      const shardMembers = (body: string) => sampleValue(body, 'tributary_pserver_members', { ...job, shard: '0' });
       const counted = await waitUntil(
         'the shard counts the trainer',
         async () => {
@@ -211,35 +201,35 @@ describe('metrics and health', () => {
       );
       expect(counted).toBe(1);
       expect([0, 1]).toContain(shardMembers(scrape.pserver));
-      expect(sample(scrape.pserver, 'tributary_pserver_update_seconds_count', { ...job, shard: '0' })).toBeGreaterThan(
-        0,
-      );
       expect(
-        sample(scrape.pserver, 'tributary_pserver_barrier_wait_seconds_count', { ...job, shard: '0' }),
+        sampleValue(scrape.pserver, 'tributary_pserver_update_seconds_count', { ...job, shard: '0' }),
+      ).toBeGreaterThan(0);
+      expect(
+        sampleValue(scrape.pserver, 'tributary_pserver_barrier_wait_seconds_count', { ...job, shard: '0' }),
       ).toBeGreaterThan(0);
 
-      expect(sample(scrape.master, 'tributary_master_leader', {})).toBe(1);
+      expect(sampleValue(scrape.master, 'tributary_master_leader', {})).toBe(1);
       const tasks = ['todo', 'pending', 'done', 'discarded'].map((state) =>
-        sample(scrape.master, 'tributary_master_tasks', { ...job, state }),
+        sampleValue(scrape.master, 'tributary_master_tasks', { ...job, state }),
       );
       expect(tasks.every((n) => n !== undefined && n >= 0)).toBe(true);
       expect(tasks.reduce((a, b) => a! + b!, 0)).toBeGreaterThan(0);
       // The next epoch's gauge has samples only while that epoch is open; the master declares it.
       expect(scrape.master).toContain('# TYPE tributary_master_next_epoch_tasks gauge');
 
-      expect(sample(scrape.evaluator, 'tributary_evaluator_evaluations_total', job)).toBeGreaterThan(0);
-      const loss = sample(scrape.evaluator, 'tributary_evaluator_loss', job);
+      expect(sampleValue(scrape.evaluator, 'tributary_evaluator_evaluations_total', job)).toBeGreaterThan(0);
+      const loss = sampleValue(scrape.evaluator, 'tributary_evaluator_loss', job);
       expect(loss).toBeGreaterThan(0);
-      expect(sample(scrape.evaluator, 'tributary_evaluator_metric', { ...job, metric: 'loss' })).toBe(loss);
-      expect(sample(scrape.evaluator, 'tributary_evaluator_evaluation_seconds_count', job)).toBeGreaterThan(0);
+      expect(sampleValue(scrape.evaluator, 'tributary_evaluator_metric', { ...job, metric: 'loss' })).toBe(loss);
+      expect(sampleValue(scrape.evaluator, 'tributary_evaluator_evaluation_seconds_count', job)).toBeGreaterThan(0);
 
       // Work moves the counters: a later scrape of the trainer counts more steps.
-      const steps = sample(scrape.trainer, 'tributary_trainer_steps_total', job)!;
+      const steps = sampleValue(scrape.trainer, 'tributary_trainer_steps_total', job)!;
       await waitUntil(
         'a later scrape of the trainer with more steps',
         async () => {
           const later = (await get(byRole.get('trainer')!.metricsUrl!)).body;
-          return (sample(later, 'tributary_trainer_steps_total', job) ?? 0) > steps || undefined;
+          return (sampleValue(later, 'tributary_trainer_steps_total', job) ?? 0) > steps || undefined;
         },
         30_000,
       );

@@ -22,6 +22,7 @@ import {
 } from '#libs/messaging';
 import { expandPatterns, scanRecords } from '#libs/recordio';
 import { sleep } from '#libs/retry';
+import { metricSamples } from '#libs/service-metrics';
 
 /** Repository root (this file runs as `dist/bench/cluster/bench-cluster.js`). */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -187,19 +188,43 @@ export async function members(nc: NatsConnection): Promise<MemberStatus[]> {
 
 /** Training throughput over a steady window, and where the steps' time went. */
 export interface SteadyThroughput {
-  /** Samples per second of all trainers together, averaged over the window. */
+  /** Samples per second of all trainers together over the window (their counters' increase). */
   samplesPerSecond: number;
-  /** Each trainer's mean samples per second. */
+  /** Each trainer's samples per second over the window. */
   perTrainer: number[];
+  /**
+   * The same total as the trainers report it (`samplesPerSecond` of their status, a trailing
+   * mean over the last 10 s), averaged over the window's reports: its first reports still count
+   * steps from before the window.
+   */
+  reportedSamplesPerSecond: number;
   /** Mean milliseconds per step of each phase, over the trainers and the window. */
   trainerPhases: Record<string, number>;
   /** The same for the pservers (barrier, update). */
   pserverPhases: Record<string, number>;
 }
 
+/** Samples each training trainer has trained on so far (its `tributary_trainer_samples_total`), by id. */
+async function trainedSamples(nc: NatsConnection): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const m of await members(nc)) {
+    if (m.role !== 'trainer' || m.jobId === undefined) continue;
+    if (m.metricsUrl === undefined) throw new Error(`trainer ${m.id} reports no metrics address`);
+    const page = await fetch(m.metricsUrl);
+    if (!page.ok) throw new Error(`trainer ${m.id}: ${m.metricsUrl} answered ${page.status}`);
+    const samples = metricSamples(await page.text(), 'tributary_trainer_samples_total');
+    counts.set(
+      m.id,
+      samples.reduce((n, s) => n + s.value, 0),
+    );
+  }
+  return counts;
+}
+
 /**
- * Waits until `trainers` trainers report training, then `warmUpMs` more, then samples the
- * members every `everyMs` for `windowMs` and averages what they report.
+ * Waits until `trainers` trainers report training, then `warmUpMs` more, then measures for
+ * `windowMs`: each trainer's samples are read off its samples counter at the window's start and
+ * end, and the members' reports are sampled every `everyMs` for the step phases.
  */
 export async function steadyThroughput(
   nc: NatsConnection,
@@ -216,25 +241,32 @@ export async function steadyThroughput(
   }
   options.say(`training; warming up for ${options.warmUpMs / 1000} s`);
   await sleep(options.warmUpMs);
+  const startedAt = performance.now();
+  const atStart = await trainedSamples(nc);
   const totals: number[] = [];
-  const perTrainer = new Map<string, number[]>();
   const phases = { trainer: new Map<string, number[]>(), pserver: new Map<string, number[]>() };
   const end = Date.now() + options.windowMs;
   while (Date.now() < end) {
     const seen = await members(nc);
     const trainers = seen.filter((m) => m.role === 'trainer' && m.jobId !== undefined);
     totals.push(trainers.reduce((n, m) => n + (m.samplesPerSecond ?? 0), 0));
-    for (const m of trainers) perTrainer.set(m.id, [...(perTrainer.get(m.id) ?? []), m.samplesPerSecond ?? 0]);
     for (const m of seen) {
       const into = m.role === 'trainer' ? phases.trainer : m.role === 'pserver' ? phases.pserver : undefined;
       for (const [phase, ms] of Object.entries(m.stepPhases ?? {})) into?.set(phase, [...(into.get(phase) ?? []), ms]);
     }
     options.say(`measuring: ${Math.round(totals.at(-1)!)} samples/s (${Math.ceil((end - Date.now()) / 1000)} s left)`);
-    await sleep(everyMs);
+    await sleep(Math.min(everyMs, Math.max(0, end - Date.now())));
   }
+  const atEnd = await trainedSamples(nc);
+  const seconds = (performance.now() - startedAt) / 1000;
+  // A trainer that joined or left within the window counts what it trained while it was seen.
+  const perTrainer = [...new Set([...atStart.keys(), ...atEnd.keys()])].map(
+    (id) => ((atEnd.get(id) ?? atStart.get(id) ?? 0) - (atStart.get(id) ?? 0)) / seconds,
+  );
   return {
-    samplesPerSecond: mean(totals),
-    perTrainer: [...perTrainer.values()].map(mean),
+    samplesPerSecond: perTrainer.reduce((a, b) => a + b, 0),
+    perTrainer,
+    reportedSamplesPerSecond: mean(totals),
     trainerPhases: meanOf(phases.trainer),
     pserverPhases: meanOf(phases.pserver),
   };

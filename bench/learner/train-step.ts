@@ -80,7 +80,8 @@ export function randomBatch(size: number, perExample: number): Batch {
 
 /**
  * Samples per second of `train` + `getUpdate` (after a `setParams`, as one synchronous step
- * without the network) on the current backend, timed for `seconds` after a warm-up. `prepare`
+ * without the network) on the current backend, timed for `seconds` after a warm-up of a few steps,
+ * and of `warmUpSeconds` at least. `prepare`
  * sees the learner once it is initialised, before the first step. The steps go round `batches`
  * (of the workload's batch size), or repeat one batch of random features.
  */
@@ -89,6 +90,7 @@ export async function measure(
   seconds: number,
   prepare?: (learner: TfjsLearner) => void,
   batches?: readonly Batch[],
+  warmUpSeconds = 0,
 ): Promise<{ samplesPerSecond: number; msPerStep: number; steps: number }> {
   const learner = new TfjsLearner();
   await learner.initialize(workload.spec);
@@ -102,7 +104,10 @@ export async function measure(
     await learner.train(pool[next++ % pool.length]!);
     await learner.getUpdate();
   };
-  for (let i = 0; i < WARMUP_STEPS; i++) await step();
+  const warmUpStart = process.hrtime.bigint();
+  for (let i = 0; i < WARMUP_STEPS || Number(process.hrtime.bigint() - warmUpStart) / 1e9 < warmUpSeconds; i++) {
+    await step();
+  }
   let steps = 0;
   const start = process.hrtime.bigint();
   let elapsed = 0;

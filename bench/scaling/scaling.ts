@@ -41,7 +41,7 @@ async function throughput(
   trainers: number,
   run: (typeof RUNS)[number],
   say: (line: string) => void,
-): Promise<{ rate: number; phases: string }> {
+): Promise<{ rate: number; reported: number; phases: string }> {
   const out = mkdtempSync(join(tmpdir(), 'tributary-bench-out-'));
   const cluster = await startBenchCluster({ trainers, pservers: 1, evaluators: 0 }, say);
   try {
@@ -54,7 +54,11 @@ async function throughput(
       training: exampleTraining(run.training),
     });
     const steady = await steadyThroughput(cluster.nc, { trainers, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
-    return { rate: steady.samplesPerSecond, phases: formatPhases(steady.trainerPhases) };
+    return {
+      rate: steady.samplesPerSecond,
+      reported: steady.reportedSamplesPerSecond,
+      phases: formatPhases(steady.trainerPhases),
+    };
   } finally {
     await cluster.stop();
     rmSync(out, { recursive: true, force: true });
@@ -104,7 +108,9 @@ export async function runScalingBench(say: (line: string) => void): Promise<Benc
         target: TARGET_RATIO,
         detail:
           `${ceiling}; 1 trainer ${Math.round(before.rate)} samples/s before 2, ${Math.round(after.rate)} after ` +
-          `(the faster is the baseline); 1 trainer ms/step: ${one.phases}; 2 trainers ms/step: ${two.phases}`,
+          `(the faster is the baseline); as the trainers report it: 1 trainer ${Math.round(one.reported)}, ` +
+          `2 trainers ${Math.round(two.reported)} samples/s; ` +
+          `1 trainer ms/step: ${one.phases}; 2 trainers ms/step: ${two.phases}`,
       }),
     );
   }

@@ -8,9 +8,11 @@ export {
   SHORT_DURATION_BUCKETS_SECONDS,
   FINE_DURATION_BUCKETS_SECONDS,
 } from './metric-names.js';
+export { metricSamples, sampleValue } from './exposition.js';
 export { Readiness } from './readiness.js';
 export { ServiceMetrics } from './service-metrics.js';
 export { startMetricsServer } from './metrics-server.js';
+export type { MetricSample } from './exposition.js';
 export type { MetricDefinition } from './service-metrics.js';
 export type { MetricsServer, MetricsServerOptions } from './metrics-server.js';
 export type { ReadinessCheck } from './readiness.js';
