@@ -259,10 +259,9 @@ export async function steadyThroughput(
   }
   const atEnd = await trainedSamples(nc);
   const seconds = (performance.now() - startedAt) / 1000;
-  // A trainer that joined or left within the window counts what it trained while it was seen.
-  const perTrainer = [...new Set([...atStart.keys(), ...atEnd.keys()])].map(
-    (id) => ((atEnd.get(id) ?? atStart.get(id) ?? 0) - (atStart.get(id) ?? 0)) / seconds,
-  );
+  // A trainer that joined within the window counts all it trained; one that left it cannot be
+  // read at the end, and counts nothing.
+  const perTrainer = [...atEnd].map(([id, samples]) => (samples - (atStart.get(id) ?? 0)) / seconds);
   return {
     samplesPerSecond: perTrainer.reduce((a, b) => a + b, 0),
     perTrainer,

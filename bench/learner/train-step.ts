@@ -80,10 +80,10 @@ export function randomBatch(size: number, perExample: number): Batch {
 
 /**
  * Samples per second of `train` + `getUpdate` (after a `setParams`, as one synchronous step
- * without the network) on the current backend, timed for `seconds` after a warm-up of a few steps,
- * and of `warmUpSeconds` at least. `prepare`
- * sees the learner once it is initialised, before the first step. The steps go round `batches`
- * (of the workload's batch size), or repeat one batch of random features.
+ * without the network) on the current backend, timed for `seconds` after a warm-up of a few
+ * steps and of `warmUpSeconds` at least. `prepare` sees the learner once it is initialised, before
+ * the first step. The steps go round `batches` (of the workload's batch size), or repeat one batch
+ * of random features.
  */
 export async function measure(
   workload: Workload,

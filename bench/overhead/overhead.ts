@@ -43,8 +43,8 @@ const ALONE_MINIBATCHES = 200;
 
 /**
  * The learner alone, as the trainer runs it, once warmed up: the wasm backend, the example's MLP
- * at batch 64, on the example's Fashion-MNIST images (half their pixels are zero, which our matrix product
- * skips, so random features would time a different learner).
+ * at batch 64, on the example's Fashion-MNIST images (half their pixels are zero, which our
+ * matrix product skips, so random features would time a different learner).
  */
 export async function learnerAloneSamplesPerSecond(seconds: number): Promise<number> {
   await selectBackend('wasm');
