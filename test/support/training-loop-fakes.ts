@@ -71,3 +71,48 @@ export class ScalarLearner implements Learner {
   }
   shutdown(): void {}
 }
+
+/**
+ * A {@link ScalarLearner} that queues its steps, as a learner on a thread of its own does
+ * (`trainQueued`): each trains only when the queue is full or before the next other call, in
+ * the order they came, while the loop goes on. `queueDepth` is how many may wait.
+ */
+export class QueuedScalarLearner extends ScalarLearner {
+  /** Minibatches handed to `trainQueued`. */
+  queuedSteps = 0;
+  private waiting = 0;
+
+  constructor(
+    calls: string[] = [],
+    private readonly queueDepth = 3,
+  ) {
+    super(calls);
+  }
+
+  async trainQueued(): Promise<void> {
+    if (this.waiting >= this.queueDepth) await this.flush();
+    this.waiting += 1;
+    this.queuedSteps += 1;
+  }
+  override async getParams(): Promise<PlainTensor[]> {
+    await this.flush();
+    return super.getParams();
+  }
+  override setParams(params: PlainTensor[]): void {
+    // The steps queued before it train before it, as on the thread.
+    for (; this.waiting > 0; this.waiting--) this.step();
+    super.setParams(params);
+  }
+  override async getUpdate(): Promise<PlainTensor[]> {
+    await this.flush();
+    return super.getUpdate();
+  }
+
+  private async flush(): Promise<void> {
+    for (; this.waiting > 0; this.waiting--) await super.train();
+  }
+
+  private step(): void {
+    void super.train();
+  }
+}
