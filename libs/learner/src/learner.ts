@@ -71,14 +71,6 @@ export interface Learner {
    * round trip (one on a thread of its own). The trainer uses it where an update is one minibatch.
    */
   trainForUpdate?(batch: Batch): Promise<{ result: TrainResult; update: PlainTensor[] }>;
-  /**
-   * Optional: `train` without waiting for it, for a learner that computes elsewhere (a thread of
-   * its own): the minibatch trains after the calls before it, and the promise resolves once it
-   * was handed over (when the learner has room for it), with its result not kept. When it
-   * fails, the next call that is waited for fails with why. The trainer uses it for local steps,
-   * whose results only show in the round's update.
-   */
-  trainQueued?(batch: Batch): Promise<void>;
   /** Scores a minibatch without training on it. */
   evaluate(batch: Batch): Promise<EvaluationResult>;
   /** Releases the model and every tensor the learner holds. */

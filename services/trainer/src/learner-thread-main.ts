@@ -1,22 +1,11 @@
 /**
  * The learner thread (see `LearnerThread`): selects the TF.js backend, says which it took, then
- * runs the calls it is sent one at a time, in order, on one `TfjsLearner`. It takes them from
- * its request port itself, between two calls, and sleeps on the doorbell only when none waits:
- * a queue of minibatches trains back to back, with no event-loop turn or message between them.
+ * runs the calls it is sent one at a time, in order, on one `TfjsLearner`.
  */
-import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { TfjsLearner, selectBackend, type Batch, type PlainTensor } from '#libs/learner';
 import { learnerOptions } from './learner-options.js';
-import {
-  DOORBELL,
-  DONE,
-  WANTED,
-  type LearnerReply,
-  type LearnerRequest,
-  type LearnerThreadData,
-  type LearnerThreadReady,
-  type ThreadError,
-} from './learner-thread.js';
+import type { LearnerReply, LearnerRequest, LearnerThreadReady, ThreadError } from './learner-thread.js';
 import { SharedArea, readShared, type SharedTensors } from './shared-tensors.js';
 
 function threadError(err: unknown): ThreadError {
@@ -90,12 +79,9 @@ async function run(request: LearnerRequest): Promise<{ value?: unknown; transfer
   }
 }
 
-const { backend: choice, requests, signals: signalMemory } = workerData as LearnerThreadData;
-const signals = new Int32Array(signalMemory);
-
 let ready: LearnerThreadReady;
 try {
-  const backend = await selectBackend(choice);
+  const backend = await selectBackend((workerData as { backend: string }).backend);
   viewsAreCopied = backend.name === 'wasm';
   ready = { backend };
 } catch (err) {
@@ -105,50 +91,24 @@ port.postMessage(ready);
 
 /** The error of a detached call that failed, for the next call to fail with. */
 let detachedFailure: unknown;
-
-/** Runs one request; answers it unless it is detached, and marks it done either way. */
-async function serve(request: LearnerRequest): Promise<void> {
-  let reply: LearnerReply | undefined;
-  let transfer: ArrayBuffer[] = [];
-  try {
-    if (detachedFailure !== undefined && !request.detached) {
-      const failure = detachedFailure;
-      detachedFailure = undefined;
-      throw failure;
+let queue = Promise.resolve();
+port.on('message', (request: LearnerRequest) => {
+  queue = queue.then(async () => {
+    let reply: LearnerReply;
+    let transfer: ArrayBuffer[] = [];
+    try {
+      if (detachedFailure !== undefined && !request.detached) {
+        const failure = detachedFailure;
+        detachedFailure = undefined;
+        throw failure;
+      }
+      const result = await run(request);
+      reply = { id: request.id, value: result.value };
+      transfer = result.transfer ?? [];
+    } catch (err) {
+      if (request.detached) detachedFailure ??= err;
+      reply = { id: request.id, error: threadError(err) };
     }
-    const result = await run(request);
-    if (!request.detached) reply = { id: request.id, value: result.value };
-    transfer = result.transfer ?? [];
-  } catch (err) {
-    if (request.detached) detachedFailure ??= err;
-    else reply = { id: request.id, error: threadError(err) };
-  }
-  // Done before the answer goes: the memory the request came in may be written again.
-  Atomics.store(signals, DONE, request.id);
-  const wanted = Atomics.load(signals, WANTED);
-  if (wanted !== 0 && request.id >= wanted) Atomics.notify(signals, DONE);
-  if (reply !== undefined) port!.postMessage(reply, transfer);
-}
-
-/**
- * How long one sleep on the doorbell lasts at most: the thread looks at its port again after it
- * (a ring that was missed costs this much, and `terminate` is not held up longer).
- */
-const NAP_MS = 50;
-
-/** Takes the requests as they come, in order, sleeping on the doorbell while none waits. */
-async function serveRequests(from: MessagePort): Promise<void> {
-  for (;;) {
-    const rung = Atomics.load(signals, DOORBELL);
-    const received = receiveMessageOnPort(from);
-    if (received === undefined) {
-      Atomics.wait(signals, DOORBELL, rung, NAP_MS);
-      // A turn of the event loop now and then, for what the learner may have left on it.
-      await new Promise((resolve) => setImmediate(resolve));
-      continue;
-    }
-    await serve(received.message as LearnerRequest);
-  }
-}
-
-if (!('error' in ready)) void serveRequests(requests);
+    port.postMessage(reply, transfer);
+  });
+});

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { TfjsLearner, selectBackend, type Batch, type LearnerSpec, type PlainTensor } from '#libs/learner';
 import { learnerOptions } from './learner-options.js';
-import { LearnerThread, TRAIN_QUEUE_DEPTH, usesLearnerThread, type LearnerJob } from './learner-thread.js';
+import { LearnerThread, usesLearnerThread, type LearnerJob } from './learner-thread.js';
 
 /*
  * The learner thread runs the compiled script (`npm run build` makes it), as the trainer does.
@@ -95,49 +95,6 @@ describe('learner thread', () => {
     together.shutdown();
   });
 
-  it('learner thread - queued local steps train in order, before the next call, as steps waited for one by one do', async () => {
-    const steps = 2 * TRAIN_QUEUE_DEPTH + 3;
-    const inTurn = LearnerThread.learner(thread, LOCAL);
-    const queued = LearnerThread.learner(thread, LOCAL);
-    const updates: number[][][] = [];
-    for (const learner of [inTurn, queued]) {
-      await learner.initialize(SPEC);
-      const start = await learner.getParams();
-      learner.setParams(start);
-      for (let i = 0; i < steps; i++) {
-        const b = batch(i);
-        // The minibatch's memory is the caller's again once handed over.
-        if (learner === queued) {
-          await learner.trainQueued!(b);
-          b.features.fill(Number.NaN);
-        } else {
-          await learner.train(b);
-        }
-      }
-      const first = values(await learner.getUpdate());
-      // Parameters loaded after queued steps apply after them, and the next ones train on them.
-      learner.setParams(start);
-      if (learner === queued) await learner.trainQueued!(batch(99));
-      else await learner.train(batch(99));
-      updates.push([first, values(await learner.getUpdate()), values(await learner.getParams())]);
-      learner.shutdown();
-    }
-    const [there, here] = [updates[1]!, updates[0]!];
-    there.forEach((tensors, i) => expectClose(tensors, here[i]!));
-    expect(there[0]!.flat().some((v) => v !== 0)).toBe(true);
-  });
-
-  it('learner thread - a queued step that fails fails the next call waited for, and the thread serves on', async () => {
-    const learner = LearnerThread.learner(thread, LOCAL);
-    await learner.initialize(SPEC);
-    learner.setParams(await learner.getParams());
-    await learner.trainQueued!({ ...batch(1), size: 3 });
-    await expect(learner.getUpdate()).rejects.toThrow();
-    await learner.trainQueued!(batch(2));
-    expect((await learner.getUpdate()).length).toBeGreaterThan(0);
-    learner.shutdown();
-  });
-
   it('learner thread - an error there is thrown here with its message, and the thread serves on', async () => {
     const learner = LearnerThread.learner(thread, SYNC);
     expect(() => learner.setParams([])).toThrow(/not initialised/);
@@ -165,15 +122,12 @@ describe('learner thread', () => {
     await expect(LearnerThread.start('no-such-backend', ENTRY)).rejects.toThrow(/unknown backend 'no-such-backend'/);
   });
 
-  it('learner thread - auto uses it for jobs whose exchange overlaps training; on and off for every job', () => {
+  it('learner thread - auto uses it for jobs whose pushes overlap training; on and off for every job', () => {
     const overlapped = { ...SYNC, training: { ...SYNC.training, mode: 'async', overlapPushes: true } } as LearnerJob;
     const serial = { ...SYNC, training: { ...SYNC.training, mode: 'async' } } as LearnerJob;
     expect(usesLearnerThread('auto', overlapped)).toBe(true);
     expect(usesLearnerThread('auto', serial)).toBe(false);
     expect(usesLearnerThread('auto', SYNC)).toBe(false);
-    const roundsOverlapped = { ...LOCAL, training: { ...LOCAL.training, overlapRounds: true } } as LearnerJob;
-    expect(usesLearnerThread('auto', roundsOverlapped)).toBe(true);
-    expect(usesLearnerThread('auto', LOCAL)).toBe(false);
     expect(usesLearnerThread('on', SYNC)).toBe(true);
     expect(usesLearnerThread('off', overlapped)).toBe(false);
   });

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
 import type { JobSpec } from '#libs/job-spec';
 import type {
   BackendInfo,
@@ -42,42 +42,6 @@ export interface ThreadError {
 /** The thread's answer to a request. */
 export type LearnerReply = { id: number; value?: unknown } | { id: number; error: ThreadError };
 
-/** What the thread starts with: the backend to select, where requests come, and the signals. */
-export interface LearnerThreadData {
-  /** A choice as for `selectBackend`, or '' for the fastest present. */
-  backend: string;
-  /** The port requests are posted to, which the thread reads between two calls. */
-  requests: MessagePort;
-  /** `Int32Array` cells shared with the thread: `DOORBELL`, `DONE` and `WANTED`. */
-  signals: SharedArrayBuffer;
-}
-
-/** The cell the trainer adds one to after each request it posts, to wake the thread. */
-export const DOORBELL = 0;
-/** The cell where the thread writes the id of the last request it is done with. */
-export const DONE = 1;
-/**
- * The cell where the trainer writes the id it waits for the thread to be done with (0: none):
- * the thread wakes it only then, so that a queue of minibatches wakes it once per several
- * (a wake-up per minibatch cost the example's trainer on a 2-core machine about 7 %: 50,020 and
- * 51,030 samples/s against 53,836).
- */
-export const WANTED = 2;
-/** Cells in the signals' memory. */
-const SIGNAL_CELLS = 3;
-
-/**
- * Minibatches queued on the thread (`trainQueued`) at most: a few cover the trainer's own work
- * between two minibatches (reading the next, bookkeeping) and its jitter; more would only hold
- * memory and delay a preemption's hand-back by their training.
- */
-export const TRAIN_QUEUE_DEPTH = 8;
-/** Once the queue is full, the next minibatch waits until only this many are left in it. */
-export const TRAIN_QUEUE_REFILL_AT = 2;
-
-/** How long a wait for the thread to be done with a request sleeps before it looks again. */
-const DONE_WAIT_MS = 100;
-
 /** The thread's first message: the backend it computes on, or why it has none. */
 export type LearnerThreadReady = { backend: BackendInfo } | { error: ThreadError };
 
@@ -88,23 +52,17 @@ export type LearnerThreadChoice = 'auto' | 'on' | 'off';
 const NATIVE_PACKAGES = ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node'];
 
 /**
- * Whether a job's learner trains on the trainer's learner thread. `auto`: for jobs whose exchange
- * with the parameter servers overlaps training, `local` with `overlapRounds` (its steps are
- * queued on the thread and train back to back while this thread reads the next minibatches and
- * lands the last round) and `async` with `overlapPushes`, unless a native TF.js package is
- * installed (its addon is not known to load in worker threads, and it computes off the event
- * loop already). Elsewhere the thread waits out every exchange, which then costs more than the
- * thread frees. Measured on a 2-core machine, the example MLP, one trainer and one pserver,
- * samples/s with the thread against without: `local` with `overlapRounds` 61,272 against
- * 55,846 (32 steps) and 48,329 against 40,372 (4 steps); `async` with `overlapPushes` 28,202
- * against 24,534; plain `local` 53,836 against 56,782 (32 steps) and 37,367 against 40,440
- * (4 steps).
+ * Whether a job's learner trains on the trainer's learner thread. `auto`: for jobs whose pushes
+ * overlap training (`async` with `overlapPushes`), the only ones with network work to do while a
+ * minibatch trains, unless a native TF.js package is installed (its addon is not known to load
+ * in worker threads, and it computes off the event loop already). Elsewhere the hand-over to the
+ * thread costs more than it frees: measured on a 2-core machine, a step of the example MLP took
+ * about 1 ms longer through the thread.
  */
 export function usesLearnerThread(choice: LearnerThreadChoice, job: LearnerJob): boolean {
   if (choice !== 'auto') return choice === 'on';
-  const { mode, overlapPushes, overlapRounds } = job.training;
-  const overlapped = (mode === 'async' && overlapPushes === true) || (mode === 'local' && overlapRounds === true);
-  return overlapped && !nativeTfjsInstalled();
+  if (job.training.mode !== 'async' || job.training.overlapPushes !== true) return false;
+  return !nativeTfjsInstalled();
 }
 
 function nativeTfjsInstalled(): boolean {
@@ -164,18 +122,12 @@ export class LearnerThread {
   /** Where parameters and minibatches are written for the thread; one is free once it answered. */
   private readonly areas: AreaInUse[] = [];
   private ended: Error | undefined;
-  /** `DOORBELL`, `DONE` and `WANTED` (see `LearnerThreadData`). */
-  private readonly signals: Int32Array;
 
   private constructor(
     private readonly worker: Worker,
-    /** Where requests are posted; the thread reads them itself. */
-    private readonly requests: MessagePort,
-    signals: SharedArrayBuffer,
     /** The backend the thread computes on. */
     readonly backend: BackendInfo,
   ) {
-    this.signals = new Int32Array(signals);
     worker.on('message', (reply: LearnerReply) => this.onReply(reply));
     worker.on('error', (err) => this.end(err));
     worker.on('exit', (code) => this.end(new Error(`the learner thread exited with code ${code}`)));
@@ -193,10 +145,7 @@ export class LearnerThread {
     backend: string,
     entry = new URL('./learner-thread-main.js', import.meta.url),
   ): Promise<LearnerThread> {
-    const { port1, port2 } = new MessageChannel();
-    const signals = new SharedArrayBuffer(SIGNAL_CELLS * Int32Array.BYTES_PER_ELEMENT);
-    const data: LearnerThreadData = { backend, requests: port2, signals };
-    const worker = new Worker(entry, { workerData: data, transferList: [port2] });
+    const worker = new Worker(entry, { workerData: { backend } });
     let onMessage!: (ready: LearnerThreadReady) => void;
     let onError!: (err: Error) => void;
     let onExit!: (code: number) => void;
@@ -211,10 +160,9 @@ export class LearnerThread {
     });
     if ('error' in ready) {
       await worker.terminate();
-      port1.close();
       throw fromThreadError(ready.error);
     }
-    return new LearnerThread(worker, port1, signals, ready.backend);
+    return new LearnerThread(worker, ready.backend);
   }
 
   /**
@@ -242,35 +190,8 @@ export class LearnerThread {
   }
 
   /** Sends a call without waiting; if it fails, the next `call` fails with its error. */
-  send(request: Call | ((shared: SharedTensors) => Call), tensors?: readonly PlainTensor[]): number {
-    return this.ended ? 0 : this.post(request, tensors, true);
-  }
-
-  /**
-   * Waits until the thread is done with request `id` (and so with every one before it).
-   * @throws why the thread ended, when it did first.
-   */
-  async doneWith(id: number): Promise<void> {
-    const { signals } = this;
-    try {
-      for (;;) {
-        if (this.ended) throw this.ended;
-        // Said before DONE is read again: either the thread sees it and wakes this one, or
-        // this one sees the thread done.
-        Atomics.store(signals, WANTED, id);
-        const done = Atomics.load(signals, DONE);
-        if (done >= id) return;
-        const wait = Atomics.waitAsync(signals, DONE, done, DONE_WAIT_MS);
-        if (wait.async) await wait.value;
-      }
-    } finally {
-      Atomics.store(signals, WANTED, 0);
-    }
-  }
-
-  /** The id of the last request the thread is done with. */
-  done(): number {
-    return Atomics.load(this.signals, DONE);
+  send(request: Call | ((shared: SharedTensors) => Call), tensors?: readonly PlainTensor[]): void {
+    if (!this.ended) this.post(request, tensors, true);
   }
 
   private post(
@@ -280,19 +201,16 @@ export class LearnerThread {
   ): number {
     const id = this.nextId++;
     if (typeof request === 'function') {
-      const done = this.done();
-      let free = this.areas.find((a) => a.busyUntil === undefined || a.busyUntil <= done);
+      let free = this.areas.find((a) => a.busyUntil === undefined);
       if (free === undefined) {
         free = { area: new SharedArea(), busyUntil: undefined };
         this.areas.push(free);
       }
       free.busyUntil = id;
-      this.requests.postMessage({ ...request(free.area.write(tensors ?? [])), id, detached });
+      this.worker.postMessage({ ...request(free.area.write(tensors ?? [])), id, detached });
     } else {
-      this.requests.postMessage({ ...request, id, detached });
+      this.worker.postMessage({ ...request, id, detached });
     }
-    Atomics.add(this.signals, DOORBELL, 1);
-    Atomics.notify(this.signals, DOORBELL);
     return id;
   }
 
@@ -301,7 +219,6 @@ export class LearnerThread {
     this.onExit = undefined;
     this.end(new Error('the learner thread was closed'));
     await this.worker.terminate();
-    this.requests.close();
   }
 
   private onReply(reply: LearnerReply): void {
@@ -325,8 +242,6 @@ export class LearnerThread {
 /** A `Learner` whose calls run on a `LearnerThread`. */
 class ThreadedLearner implements Learner {
   private thread: LearnerThread | undefined;
-  /** Ids of the minibatches queued by `trainQueued` that may not have trained yet, oldest first. */
-  private readonly queued: number[] = [];
 
   constructor(
     private readonly starting: Promise<LearnerThread>,
@@ -352,23 +267,6 @@ class ThreadedLearner implements Learner {
     return this.on().call((shared) => ({ op: 'train', batch: shared, size: batch.size }), {
       tensors: batchTensors(batch),
     });
-  }
-
-  /**
-   * Queues the minibatch on the thread, after the calls before it, and resolves once it is
-   * queued: at once while fewer than `TRAIN_QUEUE_DEPTH` wait there, else once all but
-   * `TRAIN_QUEUE_REFILL_AT` of them trained. Its result is not kept; if it fails, the next call waited for fails with why.
-   */
-  async trainQueued(batch: Batch): Promise<void> {
-    const thread = this.on();
-    const { queued } = this;
-    const done = thread.done();
-    while (queued.length > 0 && queued[0]! <= done) queued.shift();
-    if (queued.length >= TRAIN_QUEUE_DEPTH) {
-      await thread.doneWith(queued[queued.length - TRAIN_QUEUE_REFILL_AT - 1]!);
-      queued.splice(0, queued.length - TRAIN_QUEUE_REFILL_AT);
-    }
-    queued.push(thread.send((shared) => ({ op: 'train', batch: shared, size: batch.size }), batchTensors(batch)));
   }
 
   trainForUpdate(batch: Batch): Promise<{ result: TrainResult; update: PlainTensor[] }> {

@@ -10,12 +10,7 @@ import {
   type TensorLike,
 } from '#libs/pserver-client';
 import { oneShardStatus } from '../../../test/support/shard-status.js';
-import {
-  QueuedScalarLearner,
-  ScalarLearner,
-  claimedTask,
-  minibatchesOf,
-} from '../../../test/support/training-loop-fakes.js';
+import { ScalarLearner, claimedTask, minibatchesOf } from '../../../test/support/training-loop-fakes.js';
 import { TrainingLoop, type RoundLanding, type TaskOutcome, type TrainingLoopOptions } from './training-loop.js';
 
 /*
@@ -111,9 +106,9 @@ function landingOf(outcome: TaskOutcome): Promise<RoundLanding> {
   return outcome.landing;
 }
 
-function setup(options: Partial<TrainingLoopOptions> = {}, queued = false) {
+function setup(options: Partial<TrainingLoopOptions> = {}) {
   const journal: string[] = [];
-  const learner = queued ? new QueuedScalarLearner(journal) : new ScalarLearner(journal);
+  const learner = new ScalarLearner(journal);
   const shard = new RoundShard(journal);
   const counted: number[] = [];
   const loop = new TrainingLoop(learner, shard, {
@@ -297,33 +292,6 @@ describe('overlapped local rounds', () => {
     expect(overlapped.shard.value).toBe(plain.shard.value);
     expect(overlapped.learner.x).toBe(plain.learner.x);
   });
-
-  it.each([
-    { rounds: 'overlapped', overlapRounds: true, answerTurns: 1 },
-    { rounds: 'overlapped, answered late', overlapRounds: true, answerTurns: 20 },
-    { rounds: 'plain', overlapRounds: false, answerTurns: 1 },
-  ])(
-    'overlapped rounds - $rounds: a learner that queues its steps (on its thread) gives the pushes and parameters one that trains each in turn gives',
-    async ({ overlapRounds, answerTurns }) => {
-      const inTurn = setup({ overlapRounds, localSteps: 4 });
-      const queued = setup({ overlapRounds, localSteps: 4 }, true);
-      for (const { loop, shard } of [inTurn, queued]) {
-        shard.others = 1;
-        shard.othersDelta = -3;
-        shard.answerTurns = answerTurns;
-        for (const count of [6, 1, 9]) {
-          await loop.runTask(claimedTask(), minibatchesOf(count), { stop: never, preempt: never });
-        }
-        await loop.landRounds(never);
-      }
-      expect(queued.shard.pushes).toEqual(inTurn.shard.pushes);
-      expect(queued.shard.pushes.length).toBeGreaterThan(3);
-      expect(queued.shard.value).toBe(inTurn.shard.value);
-      expect(queued.learner.x).toBe(inTurn.learner.x);
-      expect(queued.counted).toEqual(inTurn.counted);
-      expect((queued.learner as QueuedScalarLearner).queuedSteps).toBe(16);
-    },
-  );
 
   it('overlapped rounds - a task that fails leaves the round of the task before on its way, and landRounds lands it without its steps', async () => {
     const { learner, shard, loop } = setup();

@@ -519,13 +519,7 @@ export class TrainingLoop {
       if (!(await this.refreshUnlessInterrupted(signal))) return 'interrupted';
     }
     if (this.roundInFlight?.answered && (await this.landEarly(signal)) === 'interrupted') return 'interrupted';
-    // A learner on a thread of its own trains the round's steps back to back meanwhile: the
-    // round's update, which waits for them, is where its training time shows then.
-    const { learner } = this;
-    await this.phases.time('train', async () => {
-      if (learner.trainQueued !== undefined) await learner.trainQueued(batch);
-      else await learner.train(batch);
-    });
+    await this.phases.time('train', () => this.learner.train(batch));
     this.round.steps += 1;
     this.round.samples += batch.size;
     this.phases.endStep();
