@@ -35,6 +35,13 @@ export interface AdamScalars {
   correction1: number;
   /** `1 - beta2^step`. */
   correction2: number;
+  /**
+   * The step's learning rate with both bias corrections folded in,
+   * `learningRate * sqrt(1 - beta2^step) / (1 - beta1^step)`, in float32.
+   */
+  stepSize: number;
+  /** Epsilon on the scale of the uncorrected `sqrt(v)`: `epsilon * sqrt(1 - beta2^step)`, in float32. */
+  epsilonHat: number;
 }
 
 /**
@@ -46,20 +53,29 @@ export interface AdamScalars {
 export function adamScalars(hyper: Readonly<OptimizerHyperparams>, step: number): AdamScalars {
   const beta1 = Math.fround(hyper.beta1);
   const beta2 = Math.fround(hyper.beta2);
+  const correction1 = Math.fround(1 - float32Power(beta1, step));
+  const correction2 = Math.fround(1 - float32Power(beta2, step));
+  const rootCorrection2 = sqrt(correction2);
   return {
     beta1,
     beta2,
     oneMinusBeta1: Math.fround(1 - hyper.beta1),
     oneMinusBeta2: Math.fround(1 - hyper.beta2),
-    correction1: Math.fround(1 - float32Power(beta1, step)),
-    correction2: Math.fround(1 - float32Power(beta2, step)),
+    correction1,
+    correction2,
+    stepSize: Math.fround((hyper.learningRate * rootCorrection2) / correction1),
+    epsilonHat: Math.fround(hyper.epsilon * rootCorrection2),
   };
 }
 
 /**
  * One Adam step over a parameter, shared by `adam` and `adamw`: `l2 * param` is added to the
  * gradient (L2 weight decay) and `decay * param` is taken off the parameter before the update
- * (decoupled weight decay); each kernel passes zero for the other.
+ * (decoupled weight decay); each kernel passes zero for the other. The update is taken as
+ * TensorFlow's own `ApplyAdam` kernel orders it, `stepSize * m / (sqrt(v) + epsilonHat)` with
+ * the bias corrections folded into the two scalars (see `AdamScalars`): the same value as
+ * `lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)` up to rounding, at one division and
+ * one square root an element instead of three divisions and one.
  */
 export function adamUpdate(
   param: Float32Array,
@@ -71,16 +87,7 @@ export function adamUpdate(
   decay: number,
 ): void {
   const [m, v] = state;
-  const lr = hyper.learningRate;
-  const eps = hyper.epsilon;
-  const {
-    beta1: b1,
-    beta2: b2,
-    oneMinusBeta1: c1,
-    oneMinusBeta2: c2,
-    correction1,
-    correction2,
-  } = adamScalars(hyper, step);
+  const { beta1: b1, beta2: b2, oneMinusBeta1: c1, oneMinusBeta2: c2, stepSize, epsilonHat } = adamScalars(hyper, step);
   const tiny = FLOAT32_MIN_NORMAL;
   for (let i = 0; i < param.length; i++) {
     const p = param[i];
@@ -93,14 +100,15 @@ export function adamUpdate(
     if (vi < tiny) vi = 0;
     m[i] = mi;
     v[i] = vi;
-    param[i] = (decay === 0 ? p : p - p * decay) - (lr * (mi / correction1)) / (sqrt(vi / correction2) + eps);
+    param[i] = (decay === 0 ? p : p - p * decay) - (stepSize * mi) / (sqrt(vi) + epsilonHat);
   }
 }
 
 /**
  * Adam with bias correction, as `tf.train.adam`: `m = b1 * m + (1 - b1) * g`,
  * `v = b2 * v + (1 - b2) * g^2`, then
- * `param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)`. The default epsilon is
+ * `param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)` (computed in the cheaper order of
+ * `adamUpdate`). The default epsilon is
  * TensorFlow.js's float32 backend epsilon, 1e-7. The bias corrections `1 - b^t` are computed in
  * float32 like TensorFlow.js does, since their cancellation dominates the difference otherwise.
  * The L2 weight decay `weightDecay * param` is added to the gradient first. Moments below the

@@ -13,18 +13,7 @@ export function adamWatScalars(
   decay: number,
 ): number[] {
   const s = adamScalars(hyper, step);
-  return [
-    hyper.learningRate,
-    s.beta1,
-    s.beta2,
-    s.oneMinusBeta1,
-    s.oneMinusBeta2,
-    s.correction1,
-    s.correction2,
-    hyper.epsilon,
-    l2,
-    decay,
-  ];
+  return [s.stepSize, s.beta1, s.beta2, s.oneMinusBeta1, s.oneMinusBeta2, s.epsilonHat, l2, decay];
 }
 
 /**

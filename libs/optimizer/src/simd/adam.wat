@@ -3,8 +3,11 @@
 ;;   g[i] = grad[i] + l2 * param[i]
 ;;   m[i] = b1 * m[i] + c1 * g[i]
 ;;   v[i] = b2 * v[i] + c2 * g[i] * g[i]
-;;   out[i] = param[i] - param[i] * decay - (lr * (m[i] / k1)) / (sqrt(v[i] / k2) + eps)
-;; where c = 1 - b and k = 1 - b^t are computed by the caller as TensorFlow.js does. `l2` is the
+;;   out[i] = param[i] - param[i] * decay - (step * m[i]) / (sqrt(v[i]) + epsHat)
+;; where c = 1 - b, and the bias corrections k = 1 - b^t, computed by the caller as TensorFlow.js
+;; does, are folded into step = lr * sqrt(k2) / k1 and epsHat = eps * sqrt(k2) (the order of
+;; TensorFlow's own ApplyAdam kernel): the same update as lr * (m / k1) / (sqrt(v / k2) + eps)
+;; up to rounding, at one division and one square root per element instead of three and one. `l2` is the
 ;; L2 weight decay of `adam` and `decay` the decoupled weight decay of `adamw` (adamw.ts); each
 ;; passes zero for the other. A decay of zero adds nothing, not even a zero times the parameter
 ;; (as in the plain kernel): with both zero, the case of plain Adam, the vector loop is one
@@ -26,23 +29,21 @@
 
   (func (export "adam")
     (param $out i32) (param $param i32) (param $grad i32) (param $m i32) (param $v i32) (param $n i32)
-    (param $lr f32) (param $b1 f32) (param $b2 f32) (param $c1 f32) (param $c2 f32)
-    (param $k1 f32) (param $k2 f32) (param $eps f32) (param $l2 f32) (param $decay f32)
+    (param $step f32) (param $b1 f32) (param $b2 f32) (param $c1 f32) (param $c2 f32)
+    (param $epsHat f32) (param $l2 f32) (param $decay f32)
     (local $i i32) (local $end i32) (local $vectorEnd i32)
-    (local $lrv v128) (local $b1v v128) (local $b2v v128) (local $c1v v128) (local $c2v v128)
-    (local $k1v v128) (local $k2v v128) (local $epsv v128) (local $l2v v128) (local $decayv v128)
+    (local $stepv v128) (local $b1v v128) (local $b2v v128) (local $c1v v128) (local $c2v v128)
+    (local $epsv v128) (local $l2v v128) (local $decayv v128)
     (local $p v128) (local $g v128) (local $mi v128) (local $vi v128)
     (local $ps f32) (local $gs f32) (local $ms f32) (local $vs f32)
     (local $tinyv v128)
     (local.set $tinyv (f32x4.splat (f32.const 0x1p-126)))
-    (local.set $lrv (f32x4.splat (local.get $lr)))
+    (local.set $stepv (f32x4.splat (local.get $step)))
     (local.set $b1v (f32x4.splat (local.get $b1)))
     (local.set $b2v (f32x4.splat (local.get $b2)))
     (local.set $c1v (f32x4.splat (local.get $c1)))
     (local.set $c2v (f32x4.splat (local.get $c2)))
-    (local.set $k1v (f32x4.splat (local.get $k1)))
-    (local.set $k2v (f32x4.splat (local.get $k2)))
-    (local.set $epsv (f32x4.splat (local.get $eps)))
+    (local.set $epsv (f32x4.splat (local.get $epsHat)))
     (local.set $l2v (f32x4.splat (local.get $l2)))
     (local.set $decayv (f32x4.splat (local.get $decay)))
     (local.set $end (i32.shl (local.get $n) (i32.const 2)))
@@ -74,8 +75,8 @@
               (f32x4.sub
                 (local.get $p)
                 (f32x4.div
-                  (f32x4.mul (local.get $lrv) (f32x4.div (local.get $mi) (local.get $k1v)))
-                  (f32x4.add (f32x4.sqrt (f32x4.div (local.get $vi) (local.get $k2v))) (local.get $epsv)))))
+                  (f32x4.mul (local.get $stepv) (local.get $mi))
+                  (f32x4.add (f32x4.sqrt (local.get $vi)) (local.get $epsv)))))
             (local.set $i (i32.add (local.get $i) (i32.const 16)))
             (br $plain))))
       (else
@@ -105,8 +106,8 @@
               (f32x4.sub
                 (f32x4.sub (local.get $p) (f32x4.mul (local.get $p) (local.get $decayv)))
                 (f32x4.div
-                  (f32x4.mul (local.get $lrv) (f32x4.div (local.get $mi) (local.get $k1v)))
-                  (f32x4.add (f32x4.sqrt (f32x4.div (local.get $vi) (local.get $k2v))) (local.get $epsv)))))
+                  (f32x4.mul (local.get $stepv) (local.get $mi))
+                  (f32x4.add (f32x4.sqrt (local.get $vi)) (local.get $epsv)))))
             (local.set $i (i32.add (local.get $i) (i32.const 16)))
             (br $vectors)))))
     (block $tailDone
@@ -140,8 +141,8 @@
               (f32.sub (local.get $ps) (f32.mul (local.get $ps) (local.get $decay)))
               (f32.eq (local.get $decay) (f32.const 0)))
             (f32.div
-              (f32.mul (local.get $lr) (f32.div (local.get $ms) (local.get $k1)))
-              (f32.add (f32.sqrt (f32.div (local.get $vs) (local.get $k2))) (local.get $eps)))))
+              (f32.mul (local.get $step) (local.get $ms))
+              (f32.add (f32.sqrt (local.get $vs)) (local.get $epsHat)))))
         (local.set $i (i32.add (local.get $i) (i32.const 4)))
         (br $tail))))
 )
