@@ -1,6 +1,7 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { METRIC_PREFIX, SHORT_DURATION_BUCKETS_SECONDS } from './metric-names.js';
 import { Readiness } from './readiness.js';
+import { ResolvedHistogram } from './resolved-histogram.js';
 
 /** What describes one metric: its name (with the `tributary_` prefix), help text and labels. */
 export interface MetricDefinition<L extends string> {
@@ -52,6 +53,18 @@ export class ServiceMetrics {
         registers: [this.registry],
       })
     );
+  }
+
+  /**
+   * The histogram named `name` whose series are looked up once (see {@link ResolvedHistogram}),
+   * created on first use: for what is observed on every training step.
+   */
+  resolvedHistogram<L extends string>(def: MetricDefinition<L> & { buckets?: number[] }): ResolvedHistogram<L> {
+    const found = this.existing(def, ResolvedHistogram);
+    if (found !== undefined) return found as ResolvedHistogram<L>;
+    const made = new ResolvedHistogram({ ...def, buckets: def.buckets ?? SHORT_DURATION_BUCKETS_SECONDS });
+    this.registry.registerMetric(made as unknown as Metric);
+    return made;
   }
 
   /** The exposition text of every metric, as `/metrics` serves it. */

@@ -1,6 +1,11 @@
 import type { Counter, Histogram } from 'prom-client';
 import type { TransferDtype } from '#libs/job-spec';
-import { FINE_DURATION_BUCKETS_SECONDS, type ServiceMetrics } from '#libs/service-metrics';
+import {
+  FINE_DURATION_BUCKETS_SECONDS,
+  type HistogramSeries,
+  type ResolvedHistogram,
+  type ServiceMetrics,
+} from '#libs/service-metrics';
 import { STEP_PHASES, type StepPhase } from './step-phases.js';
 
 /** Which parameter server call a latency or byte count is of. */
@@ -13,7 +18,9 @@ export type TransferDirection = 'push' | 'pull';
 export class TrainerMetrics {
   private readonly samples: Counter<'job'>;
   private readonly steps: Counter<'job'>;
-  private readonly phases: Histogram<'job' | 'phase'>;
+  private readonly phases: ResolvedHistogram<'job' | 'phase'>;
+  /** The step phases' series of the job observed last, in `STEP_PHASES` order. */
+  private phaseSeries: { jobId: string; series: HistogramSeries[] } | undefined;
   private readonly seconds: Record<TransferDirection, Histogram<'job'>>;
   private readonly bytes: Record<TransferDirection, Counter<'job'>>;
 
@@ -28,7 +35,8 @@ export class TrainerMetrics {
       help: 'Training steps (minibatches) taken.',
       labelNames: ['job'],
     });
-    this.phases = metrics.histogram({
+    // Observed nine times a step, so with its series looked up once per job.
+    this.phases = metrics.resolvedHistogram({
       name: 'tributary_trainer_step_phase_seconds',
       help: `Time of one step spent in each phase: ${STEP_PHASES.join(', ')}.`,
       labelNames: ['job', 'phase'],
@@ -68,7 +76,11 @@ export class TrainerMetrics {
 
   /** The phases of one step, in milliseconds. */
   stepPhases(jobId: string, phases: Readonly<Record<StepPhase, number>>): void {
-    for (const [phase, ms] of Object.entries(phases)) this.phases.observe({ job: jobId, phase }, ms / 1_000);
+    if (this.phaseSeries?.jobId !== jobId) {
+      this.phaseSeries = { jobId, series: STEP_PHASES.map((phase) => this.phases.series({ job: jobId, phase })) };
+    }
+    const { series } = this.phaseSeries;
+    for (let i = 0; i < STEP_PHASES.length; i++) series[i]!.observe(phases[STEP_PHASES[i]!] / 1_000);
   }
 
   /** One push or pull call took `seconds`. */
