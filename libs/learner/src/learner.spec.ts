@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import fc from 'fast-check';
 import type { OptimizerSpec } from '#libs/job-spec';
 import { prepareWasmBackend } from './backend.js';
+import { plainByteConversion } from './byte-features.js';
 import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
 import { TfjsLearner, type Batch, type PlainTensor } from './learner.js';
 import { chooseKernelPath } from './kernels/kernel-path.js';
@@ -311,6 +312,63 @@ describe.each(['cpu', 'wasm'])('learner on %s', (backendName) => {
     } finally {
       chooseKernelPath(backend);
     }
+  });
+
+  it('learner - minibatches of feature bytes train and score as their float32 features do, to the bit', async () => {
+    const spec: LearnerSpec = {
+      ...MLP_SPEC,
+      layout: { featureShape: [4, 3], featureDtype: 'uint8', scale: 1 / 255, labelDtype: 'int32', numClasses: 3 },
+    };
+    const size = 5;
+    const featureBytes = Uint8Array.from({ length: size * 12 }, (_, i) => (i * 97 + 13) % 256);
+    const labels = Int32Array.from({ length: size }, (_, i) => i % 3);
+    const features = new Float32Array(featureBytes.length);
+    plainByteConversion().convert(featureBytes, features, featureBytes.length, spec.layout.scale);
+    const adam = { type: 'adam', learningRate: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-7, weightDecay: 0 } as const;
+    const run = async (batch: Batch) => {
+      const learner = new TfjsLearner({ mode: 'delta', localOptimizer: () => localOptimizerFor(adam) });
+      await learner.initialize(spec);
+      for (let i = 0; i < 3; i++) await learner.train(batch);
+      const scored = await learner.evaluate(batch);
+      const update = await learner.getUpdate();
+      learner.shutdown();
+      return { scored, update };
+    };
+    const backend = tf.backend() as unknown as WasmHeapBackend;
+    // On wasm, converted on the heap by our kernel, and on the plain JavaScript kernel path.
+    for (const path of backendName === 'wasm' ? (['wasm-simd', 'js'] as const) : [undefined]) {
+      if (path !== undefined) expect(chooseKernelPath(backend, path).path).toBe(path);
+      try {
+        const fromFloats = await run({ features, labels, size });
+        const fromBytes = await run({ features: new Float32Array(0), featureBytes, labels, size });
+        expect(fromBytes.scored).toEqual(fromFloats.scored);
+        expect(maxAbsDiff(fromBytes.update, fromFloats.update)).toBe(0);
+        expect(
+          maxAbsDiff(
+            fromBytes.update,
+            fromBytes.update.map((t) => ({ ...t, data: t.data.map(() => 0) })),
+          ),
+        ).toBeGreaterThan(0);
+      } finally {
+        if (path !== undefined) chooseKernelPath(backend);
+      }
+    }
+  });
+
+  it('learner - feature bytes are refused for a float32 layout and at the wrong length', async () => {
+    const learner = new TfjsLearner();
+    await learner.initialize(MLP_SPEC);
+    const labels = Int32Array.from([0, 1]);
+    await expect(
+      learner.train({ features: new Float32Array(0), featureBytes: new Uint8Array(24), labels, size: 2 }),
+    ).rejects.toThrow(/features as bytes, but the layout's are float32/);
+    learner.shutdown();
+    const bytesLearner = new TfjsLearner();
+    await bytesLearner.initialize({ ...MLP_SPEC, layout: { ...MLP_SPEC.layout, featureDtype: 'uint8' } });
+    await expect(
+      bytesLearner.train({ features: new Float32Array(0), featureBytes: new Uint8Array(23), labels, size: 2 }),
+    ).rejects.toThrow(/batch has 23 feature bytes, expected 2 x 12/);
+    bytesLearner.shutdown();
   });
 
   it('learner - delta mode returns the change made by local SGD steps', async () => {

@@ -3,6 +3,7 @@ import { DenseStack } from './dense-stack.js';
 import { InvalidBatchError, LearnerStateError, ParamMismatchError } from './errors.js';
 import { createLossHead, type LossHead } from './loss-head.js';
 import type { LearnerSpec, RecordLayout } from './model-spec.js';
+import { ByteFeatureTensors } from './byte-feature-tensors.js';
 import { buildModel, modelInputShape } from './models.js';
 import { namedTrainableVariables, type NamedVariable } from './param-names.js';
 import type { LocalOptimizer } from './local-optimizer.js';
@@ -26,7 +27,15 @@ export interface PlainTensor {
  * scaled) and one label per example (class indices for classification).
  */
 export interface Batch {
+  /** The features as float32, scaled; empty when {@link featureBytes} holds them instead. */
   features: Float32Array;
+  /**
+   * Optional, for a layout of uint8 features: the features as the records hold them, row-major,
+   * not yet converted nor scaled, in place of `features`. Only a learner that says it reads them
+   * (`Learner.readsByteFeatures`) is handed such a minibatch; it converts them itself, to the
+   * values `FeatureWriter` gives (`bytes[i] * layout.scale`, rounded to float32).
+   */
+  featureBytes?: Uint8Array;
   labels: Float32Array | Int32Array;
   size: number;
 }
@@ -73,6 +82,11 @@ export interface Learner {
   trainForUpdate?(batch: Batch): Promise<{ result: TrainResult; update: PlainTensor[] }>;
   /** Scores a minibatch without training on it. */
   evaluate(batch: Batch): Promise<EvaluationResult>;
+  /**
+   * Optional: true when `train` and `evaluate` take minibatches whose uint8 features come as
+   * bytes (`Batch.featureBytes`): the trainer's reader then leaves their conversion to the learner.
+   */
+  readonly readsByteFeatures?: boolean;
   /** Releases the model and every tensor the learner holds. */
   shutdown(): void;
 }
@@ -148,6 +162,10 @@ export class TfjsLearner implements Learner {
   private samplesInUpdate = 0;
   /** The update `getUpdate` handed out last, until the next `train` starts a new one. */
   private lastUpdate: Promise<PlainTensor[]> | undefined;
+  /** Turns minibatches' feature bytes into input tensors. */
+  private readonly byteFeatures = new ByteFeatureTensors();
+  /** Minibatches may bring uint8 features as bytes (`Batch.featureBytes`), on every backend. */
+  readonly readsByteFeatures = true;
 
   constructor(options: TfjsLearnerOptions = {}) {
     this.mode = options.mode ?? 'gradient';
@@ -362,9 +380,14 @@ export class TfjsLearner implements Learner {
     if (!Number.isInteger(batch.size) || batch.size < 1) {
       throw new InvalidBatchError(`batch size ${batch.size} must be a positive integer`);
     }
-    if (batch.features.length !== batch.size * perExample) {
+    const bytes = batch.featureBytes;
+    if (bytes !== undefined && built.layout.featureDtype !== 'uint8') {
+      throw new InvalidBatchError(`batch has its features as bytes, but the layout's are ${built.layout.featureDtype}`);
+    }
+    const values = bytes ?? batch.features;
+    if (values.length !== batch.size * perExample) {
       throw new InvalidBatchError(
-        `batch has ${batch.features.length} feature values, expected ${batch.size} x ${perExample} for shape [${built.inputShape.join(', ')}]`,
+        `batch has ${values.length} feature ${bytes ? 'bytes' : 'values'}, expected ${batch.size} x ${perExample} for shape [${built.inputShape.join(', ')}]`,
       );
     }
     if (batch.labels.length !== batch.size) {
@@ -383,7 +406,9 @@ export class TfjsLearner implements Learner {
   }
 
   private featuresTensor(batch: Batch, built: Built): tf.Tensor {
-    return tf.tensor(batch.features, [batch.size, ...built.inputShape], 'float32');
+    const shape = [batch.size, ...built.inputShape];
+    if (batch.featureBytes === undefined) return tf.tensor(batch.features, shape, 'float32');
+    return this.byteFeatures.tensor(batch.featureBytes, shape, built.layout.scale);
   }
 
   private labelsTensor(batch: Batch, built: Built): tf.Tensor1D {

@@ -153,15 +153,22 @@ export class JobTrainer {
       signals.stop,
       afterAbort(signals.preempt, this.deps.handBackBudgetMs ?? HAND_BACK_BUDGET_MS),
     ]);
-    // Made first, so nothing else needs letting go should it throw; it holds no resources.
-    const reader = new MinibatchReader({
-      batchSize: spec.training.batchSize,
-      layout: spec.dataset.layout,
-      readChunk: this.deps.readChunk,
-      shuffle: shuffleSettings(jobId, spec.training),
-      ...(this.deps.chunkCacheBytes !== undefined ? { cacheBytes: this.deps.chunkCacheBytes } : {}),
-    });
     const learner = this.deps.createLearner(spec);
+    let reader: MinibatchReader;
+    try {
+      reader = new MinibatchReader({
+        batchSize: spec.training.batchSize,
+        layout: spec.dataset.layout,
+        readChunk: this.deps.readChunk,
+        shuffle: shuffleSettings(jobId, spec.training),
+        // A learner that converts uint8 features itself is handed them as bytes.
+        featureBytes: learner.readsByteFeatures === true,
+        ...(this.deps.chunkCacheBytes !== undefined ? { cacheBytes: this.deps.chunkCacheBytes } : {}),
+      });
+    } catch (err) {
+      learner.shutdown();
+      throw err;
+    }
     let pservers: PserverConnection | undefined;
     let membership: QuorumMembership | undefined;
     let loop: TrainingLoop | undefined;

@@ -202,6 +202,62 @@ describe('minibatch reader', () => {
     expect(want.features[1]).toBe(Math.fround(11 / 255));
   });
 
+  it('minibatch reader - with featureBytes, uint8 features come as the records hold them, the same examples in the same order', async () => {
+    const layout: RecordLayout = {
+      featureShape: [5],
+      featureDtype: 'uint8',
+      scale: 1 / 255,
+      labelDtype: 'int32',
+      numClasses: 20,
+    };
+    const records = Array.from({ length: 11 }, (_, n) =>
+      encodeRecord(
+        Array.from({ length: 5 }, (_, i) => (n * 53 + i * 29) % 256),
+        n,
+        layout,
+      ),
+    );
+    const raw = decodeBatch(records, { ...layout, scale: 1 });
+    const task = { chunks: [{ file: 'u', offset: 0, numRecords: 11 }], epoch: 1, taskId: 3 };
+    for (const shuffle of [undefined, { seed: 9 }]) {
+      const read = async (featureBytes: boolean) => {
+        const reader = new MinibatchReader({
+          batchSize: 4,
+          layout,
+          readChunk: async () => ({ records }),
+          shuffle,
+          featureBytes,
+        });
+        const out: { labels: number[]; bytes: number[] | undefined; features: number[] }[] = [];
+        for await (const b of reader.batches(task)) {
+          out.push({ labels: [...b.labels], bytes: b.featureBytes && [...b.featureBytes], features: [...b.features] });
+        }
+        return out;
+      };
+      const floats = await read(false);
+      const bytes = await read(true);
+      // The same examples in the same minibatches, the last one partial (4, 4, 3).
+      expect(bytes.map((b) => b.labels)).toEqual(floats.map((b) => b.labels));
+      expect(bytes.map((b) => b.bytes!.length)).toEqual([20, 20, 15]);
+      for (const b of bytes) {
+        expect(b.features).toEqual([]);
+        b.labels.forEach((n, k) =>
+          expect(b.bytes!.slice(k * 5, (k + 1) * 5)).toEqual([...raw.features.subarray(n * 5, (n + 1) * 5)]),
+        );
+      }
+      expect(floats.every((b) => b.bytes === undefined)).toBe(true);
+    }
+  });
+
+  it('minibatch reader - float32 features are converted as ever when featureBytes is asked for', async () => {
+    const { chunks, readChunk } = fakeChunks([5]);
+    const batches = await collect(
+      new MinibatchReader({ batchSize: 2, layout: LAYOUT, readChunk, featureBytes: true }),
+      chunks,
+    );
+    expect(batches[1]!.features).toEqual([2, -2, 3, -3]);
+  });
+
   it('minibatch reader - 10 records in batches of 4 give 4, 4, 2', async () => {
     const { chunks, readChunk } = fakeChunks([3, 7]);
     const batches = await collect(new MinibatchReader({ batchSize: 4, layout: LAYOUT, readChunk }), chunks);
@@ -233,6 +289,36 @@ describe('minibatch reader', () => {
       expect(handedOut).toBe(32);
       expect(buffers.size).toBe(4);
     }
+  });
+
+  it('minibatch reader - minibatches of feature bytes are filled again as float32 ones are', async () => {
+    const layout: RecordLayout = {
+      featureShape: [3],
+      featureDtype: 'uint8',
+      scale: 1,
+      labelDtype: 'int32',
+      numClasses: 40,
+    };
+    const records = Array.from({ length: 32 }, (_, n) => encodeRecord([n, n + 1, n + 2], n, layout));
+    const reader = new MinibatchReader({
+      batchSize: 2,
+      layout,
+      readChunk: async () => ({ records }),
+      featureBytes: true,
+    });
+    const buffers = new Set<ArrayBufferLike>();
+    const held: { batch: Batch; bytes: number[] }[] = [];
+    for await (const batch of reader.batches({
+      chunks: [{ file: 'b', offset: 0, numRecords: 32 }],
+      epoch: 0,
+      taskId: 0,
+    })) {
+      held.push({ batch, bytes: [...batch.featureBytes!] });
+      buffers.add(batch.featureBytes!.buffer);
+      for (const h of held.slice(-3)) expect([...h.batch.featureBytes!]).toEqual(h.bytes);
+    }
+    expect(held.map((h) => h.bytes[0])).toEqual(Array.from({ length: 16 }, (_, i) => 2 * i));
+    expect(buffers.size).toBe(4);
   });
 
   it('minibatch reader - a task that starts takes back every array the last one handed out', async () => {

@@ -19,7 +19,8 @@ export type ChunkSource = (file: string, offset: number) => Promise<{ records: U
 
 /**
  * Memory the minibatches assembled ahead of their task may take (`prepareWhile`): 32 MiB, 160
- * minibatches of the example's 64 Fashion-MNIST images; at least one minibatch.
+ * minibatches of the example's 64 Fashion-MNIST images in float32, 640 as bytes
+ * (`featureBytes`); at least one minibatch.
  */
 export const PREPARED_BYTES = 32 * 1024 * 1024;
 
@@ -31,6 +32,11 @@ export interface MinibatchReaderOptions {
   readChunk?: ChunkSource;
   /** Records through a seeded shuffle buffer (`training.shuffle`); absent: file order. */
   shuffle?: ShuffleSettings;
+  /**
+   * Hands uint8 features over as the records hold them (`Batch.featureBytes`), for a learner that
+   * converts them itself (`Learner.readsByteFeatures`); float32 features are converted as ever.
+   */
+  featureBytes?: boolean;
   /** Memory for minibatches assembled ahead (`prepareWhile`); {@link PREPARED_BYTES} by default. */
   preparedBytes?: number;
   /**
@@ -87,11 +93,21 @@ class ExampleSlots {
 
 /** Examples `[start, end)` of a batch, sharing its memory. */
 export function sliceBatch(batch: Batch, start: number, end: number, perExample: number): Batch {
+  const bytes = batch.featureBytes;
   return {
-    features: batch.features.subarray(start * perExample, end * perExample),
+    features: bytes ? batch.features : batch.features.subarray(start * perExample, end * perExample),
+    ...(bytes ? { featureBytes: bytes.subarray(start * perExample, end * perExample) } : {}),
     labels: batch.labels.subarray(start, end),
     size: end - start,
   };
+}
+
+/** The features of a minibatch whose features come as bytes (`Batch.featureBytes`). */
+const NO_FEATURES = new Float32Array(0);
+
+/** The array a minibatch's features are kept in, bytes or float32. */
+function featureArray(batch: Batch): Uint8Array | Float32Array {
+  return batch.featureBytes ?? batch.features;
 }
 
 /**
@@ -115,11 +131,13 @@ class BatchPool {
   /** The full minibatch each array handed out belongs to (a task's last one is a view of one). */
   private readonly owners = new WeakMap<ArrayBufferLike, Batch>();
 
+  /** `asBytes`: minibatches hold their features as bytes (`Batch.featureBytes`), not float32. */
   constructor(
     private readonly size: number,
     private readonly perExample: number,
     private readonly labelDtype: RecordLayout['labelDtype'],
     private readonly keep: number,
+    private readonly asBytes: boolean,
   ) {}
 
   /** A minibatch of `size` examples to fill, whose arrays may hold an earlier one's values. */
@@ -130,14 +148,17 @@ class BatchPool {
       return batch;
     }
     const labels = this.labelDtype === 'float32' ? new Float32Array(this.size) : new Int32Array(this.size);
-    const made = { features: new Float32Array(this.size * this.perExample), labels, size: this.size };
-    this.owners.set(made.features.buffer, made);
+    const values = this.size * this.perExample;
+    const made: Batch = this.asBytes
+      ? { features: NO_FEATURES, featureBytes: new Uint8Array(values), labels, size: this.size }
+      : { features: new Float32Array(values), labels, size: this.size };
+    this.owners.set(featureArray(made).buffer, made);
     return made;
   }
 
   /** Takes back the minibatch `batch` (or a part of it) was handed out as. */
   give(batch: Batch): void {
-    const owner = this.owners.get(batch.features.buffer);
+    const owner = this.owners.get(featureArray(batch).buffer);
     if (owner === undefined || this.isFree.has(owner) || this.free.length >= this.keep) return;
     this.isFree.add(owner);
     this.free.push(owner);
@@ -147,8 +168,8 @@ class BatchPool {
 /**
  * The minibatch being filled, one example at a time: {@link put} writes example `filled` of
  * `batch` (uint8 features are gathered as bytes and converted once the minibatch is complete,
- * see `FeatureWriter.writeGathered`) and hands over the batch once it holds `size` examples,
- * starting a new one.
+ * see `FeatureWriter.writeGathered`, or handed over as bytes, `Batch.featureBytes`) and hands
+ * over the batch once it holds `size` examples, starting a new one.
  */
 class MinibatchFill {
   filled = 0;
@@ -176,10 +197,11 @@ class MinibatchFill {
   put(source: Uint8Array, start: number, label: number): Batch | undefined {
     const batch = this.batch;
     const k = this.filled;
-    if (this.gathered === undefined) this.writer.write(batch.features, k, source, start);
+    const gathered = batch.featureBytes ?? this.gathered;
+    if (gathered === undefined) this.writer.write(batch.features, k, source, start);
     else {
       const size = this.writer.featureBytes;
-      this.gathered.set(source.subarray(start, start + size), k * size);
+      gathered.set(source.subarray(start, start + size), k * size);
     }
     batch.labels[k] = label;
     this.filled += 1;
@@ -198,7 +220,9 @@ class MinibatchFill {
   }
 
   private complete(batch: Batch, count: number): void {
-    if (this.gathered !== undefined) this.writer.writeGathered(batch.features, this.gathered, count);
+    if (this.gathered !== undefined && batch.featureBytes === undefined) {
+      this.writer.writeGathered(batch.features, this.gathered, count);
+    }
   }
 }
 
@@ -343,20 +367,22 @@ export class MinibatchReader {
     }
     this.readChunk = options.readChunk ?? readChunkAt;
     this.writer = new FeatureWriter(options.layout);
-    const bytes = options.batchSize * this.writer.perExample * 4;
+    const asBytes = options.featureBytes === true && this.writer.gathersBytes;
+    const bytes = options.batchSize * this.writer.perExample * (asBytes ? 1 : 4);
     this.preparedLimit = Math.max(1, Math.floor((options.preparedBytes ?? PREPARED_BYTES) / bytes));
     this.pool = new BatchPool(
       options.batchSize,
       this.writer.perExample,
       options.layout.labelDtype,
       this.preparedLimit + HELD_BY_LOOP,
+      asBytes,
     );
     this.cache = new ChunkCache(options.cacheBytes ?? CHUNK_CACHE_BYTES, checkedBytes);
   }
 
   /**
    * Milliseconds this reader has spent assembling minibatches since it was made: taking records
-   * out of their chunks, through the shuffle buffer, into float32 minibatches; not the waits on
+   * out of their chunks, through the shuffle buffer, into minibatches; not the waits on
    * the disk. The step phases take the share of it that ran during a push or a pull (the
    * minibatches assembled ahead, `prepareWhile`) out of the call and count it as `decode`.
    */

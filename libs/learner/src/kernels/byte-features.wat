@@ -3,10 +3,12 @@
 ;; rounded to the double, then to the float32 stored), so both paths give the same minibatch to
 ;; the bit. Eight bytes a turn: widened to i32 lanes, converted to float64 pairs, multiplied,
 ;; demoted and packed back in fours; the last one to seven one by one with the same operations.
-;; The module has a memory of its own: the caller copies the bytes in at `bytes` and the floats
-;; out from `out` (byte addresses; n counts elements), growing the memory first when needed.
+;; The module imports its memory: the wasm backend's, where the learner converts a minibatch's
+;; bytes straight into its input tensor, or one of its own, into which the reader's conversion
+;; copies the bytes at `bytes` and out of which it copies the floats at `out` (byte addresses;
+;; n counts elements), growing it first when needed.
 (module
-  (memory (export "memory") 1)
+  (import "env" "memory" (memory 0))
 
   (func (export "bytes_to_f32")
     (param $bytes i32) (param $out i32) (param $n i32) (param $scale f64)

@@ -38,6 +38,7 @@ const MODULES = {
   batchMatMul: ['batch-mat-mul.wasm', 'batch_mat_mul'],
   biasAdd: ['bias-add.wasm', 'bias_add'],
   biasRelu: ['bias-add.wasm', 'bias_relu'],
+  bytesToF32: ['byte-features.wasm', 'bytes_to_f32'],
   conv2dBackpropFilter: ['conv2d-backprop-filter.wasm', 'conv2d_backprop_filter'],
   conv2dBackpropInput: ['conv2d-backprop-input.wasm', 'conv2d_backprop_input'],
   depthwiseConv2dBackpropFilter: ['depthwise-conv2d-backprop-filter.wasm', 'depthwise_conv2d_backprop_filter'],
