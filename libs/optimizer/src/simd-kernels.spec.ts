@@ -10,6 +10,7 @@ import {
   resolveHyperparams,
   selectKernelBackend,
   type OptimizerHyperparams,
+  type OptimizerKernel,
   type SimdKernelBackend,
 } from './index.js';
 
@@ -46,7 +47,14 @@ const hyperparams = fc.record({
 });
 
 /** Where the arrays of a SIMD step live: each in the kernel heap, or a plain array to stage. */
-const placement = fc.record({
+interface Placement {
+  param: boolean;
+  grad: boolean;
+  state: boolean;
+  out: 'in place' | 'heap' | 'plain';
+}
+
+const placement: fc.Arbitrary<Placement> = fc.record({
   param: fc.boolean(),
   grad: fc.boolean(),
   state: fc.boolean(),
@@ -58,17 +66,118 @@ const FLOAT32_EPSILON = 2 ** -23;
 
 /**
  * The same formula in float32 operations (SIMD) and in float64 ones rounded to float32 when
- * stored (plain JavaScript) agrees within a few float32 steps of the larger of the value and 1;
- * 4 is the most seen over thousands of trajectories, 16 is allowed.
+ * stored (plain JavaScript) agrees within a few float32 steps of the larger of the value and 1,
+ * plus what the step's own sensitivity to rounding allows (`roundingSlack`, worked out only
+ * where the 16 steps are not enough): 16 steps, and 4 times the slack.
  */
-function expectClose(got: Float32Array, want: Float32Array, what: string): void {
+function expectClose(got: Float32Array, want: Float32Array, slack: () => Float64Array, what: string): void {
   for (let i = 0; i < want.length; i++) {
-    const tolerance = 16 * FLOAT32_EPSILON * Math.max(1, Math.abs(want[i]));
+    const fixed = 16 * FLOAT32_EPSILON * Math.max(1, Math.abs(want[i]));
+    if (Math.abs(got[i] - want[i]) <= fixed) continue;
+    const tolerance = fixed + 4 * slack()[i];
     if (!(Math.abs(got[i] - want[i]) <= tolerance)) {
       throw new Error(`${what}[${i}]: ${got[i]} vs ${want[i]} (tolerance ${tolerance})`);
     }
   }
 }
+
+interface StepInputs {
+  readonly param: Float32Array;
+  readonly grad: Float32Array;
+  readonly state: readonly Float32Array[];
+}
+
+/** Each value one float32 rounding up (`sign` 1) or down (-1) in magnitude. */
+const nudged = (values: Float32Array, sign: number): Float32Array =>
+  values.map((v) => Math.fround(v * (1 + sign * FLOAT32_EPSILON)));
+
+/**
+ * How far the plain kernel's step moves, value by value, when each of its inputs moves by one
+ * float32 rounding: the worst over every combination of directions. Float32 intermediates differ
+ * from float64 ones by about this much; it is tiny but where a step is ill-conditioned, such as a
+ * gradient that its weight decay all but cancels, then divided by the square root of a tiny
+ * second moment. There no fixed count of float32 steps is the rounding of the formula.
+ */
+function roundingSlack(
+  kernel: OptimizerKernel,
+  inputs: StepInputs,
+  hyper: OptimizerHyperparams,
+  step: number,
+): { param: Float64Array; state: Float64Array[] } {
+  const run = (signs: readonly number[]) => {
+    const param = signs.length === 0 ? inputs.param.slice() : nudged(inputs.param, signs[0]);
+    const grad = signs.length === 0 ? inputs.grad : nudged(inputs.grad, signs[1]);
+    const state = inputs.state.map((s, k) => (signs.length === 0 ? s.slice() : nudged(s, signs[2 + k])));
+    jsKernelBackend.update(kernel, param, param, grad, state, hyper, step);
+    return { param, state };
+  };
+  const exact = run([]);
+  const slack = {
+    param: new Float64Array(inputs.param.length),
+    state: inputs.state.map((s) => new Float64Array(s.length)),
+  };
+  const arrays = 2 + inputs.state.length;
+  for (let combination = 0; combination < 2 ** arrays; combination++) {
+    const moved = run(Array.from({ length: arrays }, (_, a) => ((combination >> a) & 1 ? 1 : -1)));
+    const widen = (into: Float64Array, from: Float32Array, base: Float32Array) =>
+      into.forEach((d, i) => (into[i] = Math.max(d, Math.abs(from[i] - base[i]))));
+    widen(slack.param, moved.param, exact.param);
+    slack.state.forEach((s, k) => widen(s, moved.state[k], exact.state[k]));
+  }
+  return slack;
+}
+
+const zeros = (n: number, at: number, value: number): Float32Array => {
+  const array = new Float32Array(n);
+  array[at] = value;
+  return array;
+};
+
+/**
+ * Trajectories whose steps are ill-conditioned, run before the random ones. The first failed a
+ * fixed tolerance of 16 float32 steps once the paths were compared over a trajectory: its second
+ * gradient is all but cancelled by the weight decay of the parameter the first step made, and the
+ * difference grew in the third. In the second, 3 * fround(0.1) - fround(0.3) is 0 in float32 and
+ * 7.45e-9 in float64, and divided by the root of a second moment of that size it moves the
+ * parameter by far more than a rounding of 1.
+ */
+const ILL_CONDITIONED: [{ param: Float32Array; grads: Float32Array[] }, OptimizerHyperparams, Placement][] = [
+  [
+    {
+      param: new Float32Array(35),
+      grads: [zeros(35, 23, 0.00006766682781744748), zeros(35, 23, 0.029186056926846504), new Float32Array(35)],
+    },
+    {
+      learningRate: 0.42182615399360657,
+      momentum: 0,
+      useNesterov: false,
+      beta1: 0.5,
+      beta2: 0.8999999761581421,
+      epsilon: 1e-8,
+      initialAccumulatorValue: 0,
+      decay: 0.9721601605415344,
+      centered: true,
+      weightDecay: 0.09969709068536758,
+    },
+    { param: false, grad: false, state: false, out: 'in place' },
+  ],
+  [
+    { param: Float32Array.of(3, 3, 3, 3, 3), grads: [Float32Array.from({ length: 5 }, () => -0.3)] },
+    {
+      learningRate: Math.fround(0.5),
+      momentum: 0,
+      useNesterov: false,
+      beta1: Math.fround(0.9),
+      beta2: Math.fround(0.999),
+      epsilon: 1e-8,
+      initialAccumulatorValue: 0,
+      decay: Math.fround(0.9),
+      centered: true,
+      weightDecay: Math.fround(0.1),
+    },
+    { param: true, grad: false, state: true, out: 'heap' },
+  ],
+];
 
 function copyInto(inHeap: boolean, values: Float32Array): Float32Array {
   const array = inHeap ? simd.allocate(values.length) : new Float32Array(values.length);
@@ -89,6 +198,13 @@ describe('simd kernels', () => {
             state: plain.state.map((initial) => copyInto(where.state, initial)),
           };
           grads.forEach((g, i) => {
+            // Each step starts both paths from the state the SIMD one reached: a step is compared,
+            // not a trajectory, whose rounding differences can grow with every step.
+            plain.param.set(ours.param);
+            plain.state.forEach((s, k) => s.set(ours.state[k]));
+            const before = { param: plain.param.slice(), grad: g, state: plain.state.map((s) => s.slice()) };
+            let worked: ReturnType<typeof roundingSlack> | undefined;
+            const slack = () => (worked ??= roundingSlack(kernel, before, hyper, i + 1));
             jsKernelBackend.update(kernel, plain.param, plain.param, g, plain.state, hyper, i + 1);
             const grad = copyInto(where.grad, g);
             const out =
@@ -99,13 +215,15 @@ describe('simd kernels', () => {
               ours.param = out;
             }
             simd.free(grad);
-            expectClose(ours.param, plain.param, `step ${i + 1} param`);
-            ours.state.forEach((s, k) => expectClose(s, plain.state[k], `step ${i + 1} ${kernel.stateSlots[k]}`));
+            expectClose(ours.param, plain.param, () => slack().param, `step ${i + 1} param`);
+            ours.state.forEach((s, k) =>
+              expectClose(s, plain.state[k], () => slack().state[k], `step ${i + 1} ${kernel.stateSlots[k]}`),
+            );
           });
           simd.free(ours.param);
           ours.state.forEach((s) => simd.free(s));
         }),
-        { numRuns: 300 },
+        { numRuns: 300, examples: ILL_CONDITIONED },
       );
     },
   );
