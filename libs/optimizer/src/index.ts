@@ -2,10 +2,11 @@
  * `#libs/optimizer`: the parameter server's math. Optimizer kernels (one file per optimizer,
  * registered in `registry.ts`) as plain JavaScript, their WebAssembly SIMD128 counterparts
  * (`simd/`, registered in `simd/registry.ts`), the sample-weighted gradient sum of a
- * synchronous step, and the finite check on gradients; a {@link KernelBackend} runs either kind, chosen by
- * {@link selectKernelBackend}.
+ * synchronous step, the finite check on gradients and the scaled delta of a `local` round; a
+ * {@link KernelBackend} runs either kind, chosen by {@link selectKernelBackend}.
  */
 export { adagradKernel } from './adagrad.js';
+export { addScaled } from './add-scaled.js';
 export { adamKernel, adamScalars } from './adam.js';
 export { adamwKernel } from './adamw.js';
 export { InvalidHyperparameterError, UnknownOptimizerError } from './errors.js';

@@ -1,3 +1,4 @@
+import { addScaled } from './add-scaled.js';
 import { allFinite } from './finite-check.js';
 import { Float64GradientSum } from './gradient-sum.js';
 import type { KernelBackend } from './kernel-backend.js';
@@ -16,6 +17,7 @@ export const jsKernelBackend: KernelBackend = {
     if (out !== param) out.set(param);
     kernel.apply(out, grad, state, hyper, step);
   },
+  addScaled,
   gradientSum: (length) => new Float64GradientSum(length),
   allFinite,
 };

@@ -59,6 +59,12 @@ export interface KernelBackend {
     hyper: Readonly<OptimizerHyperparams>,
     step: number,
   ): void;
+  /**
+   * `out = param + scale * delta` (a parameter delta applied), in float64 and rounded to float32
+   * once, the same to the bit on every backend. `out` may be `param`; every array is
+   * `param.length` long.
+   */
+  addScaled(out: Float32Array, param: Float32Array, delta: Float32Array, scale: number): void;
   /** An empty gradient sum for a parameter of `length` elements. */
   gradientSum(length: number): GradientSum;
   /** True when every value of `values` is finite (the check on each gradient a pserver takes). */

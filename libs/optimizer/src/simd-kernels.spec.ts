@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { STAGING_CHUNK_ELEMENTS } from '#libs/wasm-simd';
 import {
   Float64GradientSum,
+  addScaled,
   allFinite,
   OPTIMIZER_KERNELS,
   SIMD_OPTIMIZER_KERNELS,
@@ -350,6 +351,45 @@ describe('simd kernels', () => {
         ours.free();
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('simd kernels - a scaled delta gives the plain float64 sum to the bit, in the heap, staged or in place', () => {
+    const wide = fc.float({ min: Math.fround(-3e38), max: Math.fround(3e38), noNaN: true });
+    const element = fc.oneof({ weight: 4, arbitrary: value }, { weight: 1, arbitrary: wide });
+    const arrays = length.chain((n) => {
+      const values = fc
+        .array(element, { minLength: Math.min(n, 64), maxLength: Math.min(n, 64) })
+        .map((p) => Float32Array.from({ length: n }, (_, i) => p[i % p.length]));
+      return fc.record({ param: values, delta: values });
+    });
+    // Elastic rounds scale by the contributors; a staleness-aware step by 1 / staleness.
+    const scale = fc.oneof(
+      fc.integer({ min: 1, max: 8 }),
+      fc.integer({ min: 1, max: 8 }).map((k) => 1 / k),
+      fc.double({ min: -4, max: 4, noNaN: true }),
+    );
+    fc.assert(
+      fc.property(arrays, scale, placement, ({ param, delta }, k, where) => {
+        const want = new Float32Array(param.length);
+        addScaled(want, param, delta, k);
+        const p = copyInto(where.param, param);
+        const d = copyInto(where.grad, delta);
+        const out =
+          where.out === 'in place'
+            ? p
+            : where.out === 'heap'
+              ? simd.allocate(param.length)
+              : new Float32Array(param.length);
+        simd.addScaled(out, p, d, k);
+        const differs = want.findIndex((w, i) => !Object.is(out[i], w));
+        expect(differs < 0 ? 'all equal' : `[${differs}]: ${out[differs]} vs ${want[differs]}`).toBe('all equal');
+        const js = Float32Array.from(param);
+        jsKernelBackend.addScaled(js, js, delta, k);
+        expect(js).toEqual(want);
+        for (const a of new Set([p, d, out])) simd.free(a);
+      }),
+      { numRuns: 500 },
     );
   });
 

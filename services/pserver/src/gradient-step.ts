@@ -40,10 +40,7 @@ export function addDeltas(
   deltas: ReadonlyMap<string, Float32Array> | undefined,
   scale: number,
 ): number {
-  return replaceAll(params, deltas, (out, p, d) => {
-    const value = p.value;
-    for (let i = 0; i < out.length; i++) out[i] = value[i]! + scale * d[i]!;
-  });
+  return replaceAll(params, deltas, (out, p, d) => params.kernels.addScaled(out, p.value, d, scale));
 }
 
 /** Writes every parameter's next values with `write` into fresh arrays, then installs them. */

@@ -8,6 +8,7 @@ import {
 } from '#libs/wasm-simd';
 import type { GradientSum, KernelBackend } from '../kernel-backend.js';
 import type { OptimizerHyperparams, OptimizerKernel } from '../kernel.js';
+import { ADD_SCALED_MODULE } from './add-scaled.js';
 import { FINITE_CHECK_MODULE } from './finite-check.js';
 import { GRADIENT_SUM_MODULE, SimdGradientSum, type GradientSumEntries } from './gradient-sum.js';
 import { SIMD_OPTIMIZER_KERNELS } from './registry.js';
@@ -36,6 +37,8 @@ export class SimdKernelBackend implements KernelBackend {
     private readonly sums: GradientSumEntries,
     /** The finite check's export (`finite-check.wat`). */
     private readonly finiteCheck: KernelEntry,
+    /** The scaled delta's export (`add-scaled.wat`). */
+    private readonly scaledDelta: KernelEntry,
   ) {
     this.caller = new KernelCaller(heap);
   }
@@ -89,6 +92,20 @@ export class SimdKernelBackend implements KernelBackend {
     this.caller.call(kernel.name, loaded.entries.get(entry)!, args, param.length, scalars);
   }
 
+  addScaled(out: Float32Array, param: Float32Array, delta: Float32Array, scale: number): void {
+    this.caller.call(
+      'add scaled',
+      this.scaledDelta,
+      [
+        { array: out, role: 'out' },
+        { array: param, role: 'in' },
+        { array: delta, role: 'in' },
+      ],
+      param.length,
+      [scale],
+    );
+  }
+
   gradientSum(length: number): GradientSum {
     return new SimdGradientSum(length, this.heap, this.caller, this.sums);
   }
@@ -99,7 +116,8 @@ export class SimdKernelBackend implements KernelBackend {
 }
 
 /**
- * Loads every SIMD128 kernel module (the optimizers', the gradient sum's, the finite check's)
+ * Loads every SIMD128 kernel module (the optimizers', the gradient sum's, the finite check's,
+ * the scaled delta's)
  * over a new kernel heap.
  *
  * @throws WasmKernelUnavailableError naming the module: no SIMD in this runtime, a module not
@@ -121,5 +139,6 @@ export function loadSimdKernelBackend(heap: KernelHeap = new KernelHeap()): Simd
       average: sums.entry('average'),
     },
     loadKernelModule(FINITE_CHECK_MODULE, heap).entry('allFinite'),
+    loadKernelModule(ADD_SCALED_MODULE, heap).entry('addScaled'),
   );
 }
