@@ -12,7 +12,13 @@ import {
   SnapshotNotRetainedError,
   WaitTimeoutError,
 } from './errors.js';
-import { createOptimizerState, resolveLearningRateSchedule, scheduledLearningRate } from '#libs/optimizer';
+import {
+  createOptimizerState,
+  loadSimdKernelBackend,
+  resolveLearningRateSchedule,
+  scheduledLearningRate,
+} from '#libs/optimizer';
+import { KernelHeap } from '#libs/wasm-simd';
 import { decodeCheckpoint, encodeCheckpoint } from './checkpoint.js';
 import { JobShard } from './job-shard.js';
 import { parseJobSettings } from './job-settings.js';
@@ -302,7 +308,7 @@ describe('job shard', () => {
     expect(() => job.join('')).toThrow(/trainer_id/);
   });
 
-  it('job shard - a lease holds the values it was given while steps go on; a snapshot lease needs no release', () => {
+  it('job shard - a lease holds the values it was given while steps go on; a snapshot lease shares the snapshot', () => {
     const { job } = makeJob({ training: { mode: 'async' }, evaluation: { everySteps: 1 } });
     initialize(job);
     job.push('a', 0, 1, grads([1, 0], 0));
@@ -314,8 +320,44 @@ describe('job shard', () => {
     expect(lease.tensors.map((t) => Array.from(t.data))).toEqual(leased);
     lease.release();
     const snapshot = job.lease(2);
-    expect(snapshot.tensors).toBe(job.read(2).tensors);
+    expect(snapshot.version).toBe(2);
+    expect(snapshot.tensors.map((t) => Array.from(t.data))).toEqual(job.read(2).tensors.map((t) => Array.from(t.data)));
     snapshot.release();
+  });
+
+  it('job shard - snapshots are heap leases: kept through steps, given back when dropped or pulled to the end', () => {
+    const kernels = loadSimdKernelBackend(new KernelHeap());
+    const specJson = JSON.stringify({
+      optimizer: { type: 'sgd', learningRate: 0.5 },
+      training: { mode: 'async' },
+      evaluation: { everySteps: 2 },
+    });
+    const job = new JobShard({ jobId: 'job-1', shard: 0, specJson, settings: parseJobSettings(specJson), kernels });
+    job.setParamList(PARAMS, 1);
+    initialize(job);
+    job.push('a', 0, 1, grads([1, 0], 0));
+    // Version 1: the values live in the kernel heap; the current set is its only allocation.
+    const current = kernels.heap.allocationCount;
+    const at = (v: number) => Array.from(job.read(v).tensors[0].data);
+    job.push('a', 1, 1, grads([1, 0], 0));
+    job.push('a', 2, 1, grads([1, 0], 0));
+    job.push('a', 3, 1, grads([1, 0], 0));
+    // Versions 2 and 4 are retained (two arrays each), 3 went back when 4 replaced it.
+    expect(job.snapshotVersions()).toEqual([2, 4]);
+    expect(kernels.heap.allocationCount).toBe(current + 2);
+    expect(at(2)).toEqual([1 - 0.5 * 2, 2]);
+    expect(job.read(2).tensors.some((t) => kernels.manages(t.data))).toBe(false);
+    const pull = job.lease(2);
+    for (let v = 4; v < 8; v++) job.push('a', v, 1, grads([1, 0], 0));
+    // 2 was dropped from the store but the pull still holds it; 6 and 8 are retained.
+    expect(job.snapshotVersions()).toEqual([6, 8]);
+    expect(Array.from(pull.tensors[0].data)).toEqual([1 - 0.5 * 2, 2]);
+    expect(kernels.heap.allocationCount).toBe(current + 4);
+    pull.release();
+    expect(kernels.heap.allocationCount).toBe(current + 2);
+    expect(at(6)).toEqual([1 - 0.5 * 6, 2]);
+    job.dispose();
+    expect(kernels.heap.allocationCount).toBe(current - 2);
   });
 
   it('job shard - once disposed, calls that need the parameters are refused as the shard closing', () => {

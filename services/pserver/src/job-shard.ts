@@ -370,27 +370,27 @@ export class JobShard {
   /**
    * The current parameters (or a retained snapshot) and their version. The arrays are never
    * written to again nor reused, so the caller may keep them and stream them while steps go on;
-   * on the SIMD path that takes one copy per version (see `shard-parameters.ts`), which `lease`
-   * avoids.
+   * on the SIMD path that takes a copy (one per version for the current parameters, see
+   * `shard-parameters.ts`), which `lease` avoids.
    */
   read(snapshotVersion?: number): Snapshot {
     if (snapshotVersion !== undefined) {
-      const snapshot = this.snapshots.get(snapshotVersion);
-      if (!snapshot) throw new SnapshotNotRetainedError(this.jobId, snapshotVersion, this.snapshots.versions());
-      return snapshot;
+      const { version, tensors } = this.snapshot(snapshotVersion);
+      const { kernels } = this.params;
+      return { version, tensors: tensors.map((t) => (kernels.manages(t.data) ? { ...t, data: t.data.slice() } : t)) };
     }
     this.requireParameters();
     return { version: this.version, tensors: this.params.tensors() };
   }
 
   /**
-   * As `read`, but the current parameters come without a copy, as the arrays the kernels wrote:
-   * they stay as they are, while steps go on, until `release` is called, after which their
+   * As `read`, but without a copy, as the arrays the kernels wrote: they stay as they are,
+   * while steps go on and snapshots are dropped, until `release` is called, after which their
    * memory may be reused. The caller releases exactly once nothing reads them any more (for a
    * pull: once every message carrying them is serialized, or the call is cancelled).
    */
   lease(snapshotVersion?: number): ParameterLease {
-    if (snapshotVersion !== undefined) return { ...this.read(snapshotVersion), release: () => undefined };
+    if (snapshotVersion !== undefined) return this.snapshot(snapshotVersion).share();
     this.requireParameters();
     return this.params.lease();
   }
@@ -449,6 +449,7 @@ export class JobShard {
    */
   dispose(): void {
     this.close();
+    this.snapshots.clear();
     this.params.dispose();
     this.barrier.dispose();
   }
@@ -458,6 +459,13 @@ export class JobShard {
     this.ownership.restore(resumed.params);
     this.membership.restore(resumed.members, resumed.version + 1);
     if (stepsByRound(this.settings)) this.recovery.open(resumed.version);
+  }
+
+  /** The retained snapshot of `version`, or `SnapshotNotRetainedError`. */
+  private snapshot(version: number): ParameterLease {
+    const snapshot = this.snapshots.get(version);
+    if (!snapshot) throw new SnapshotNotRetainedError(this.jobId, version, this.snapshots.versions());
+    return snapshot;
   }
 
   /** Refuses a call that needs the parameters before they are installed or after `dispose`. */
@@ -503,7 +511,7 @@ export class JobShard {
         : takeStep(this.params, updates, this.settings, scale),
     );
     if (SnapshotStore.due(version, this.settings.evaluationEverySteps)) {
-      this.snapshots.add(this.read());
+      this.snapshots.add(this.params.lease());
       this.hooks.onSnapshot?.(this, version);
     }
     this.waiters.settle();

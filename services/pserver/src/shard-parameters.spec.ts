@@ -57,6 +57,24 @@ describe('shard parameters', () => {
     expect(backend.heap.allocationCount).toBe(count);
   });
 
+  it('shard parameters - a shared lease holds the values until it too is released', () => {
+    const { params, backend } = installed(ownBackend());
+    takeStep(params, grads(1), settings);
+    const count = backend.heap.allocationCount;
+    const lease = params.lease();
+    const leased = plain(lease.tensors);
+    takeStep(params, grads(2), settings);
+    const shared = lease.share();
+    lease.release();
+    takeStep(params, grads(2), settings);
+    expect(shared.version).toBe(1);
+    expect(plain(shared.tensors)).toEqual(leased);
+    expect(backend.heap.allocationCount).toBe(count + 2);
+    expect(() => lease.share()).toThrow(/lease on version 1 was released already/);
+    shared.release();
+    expect(backend.heap.allocationCount).toBe(count);
+  });
+
   it('shard parameters - the heap holds the current values and those leased, however many steps run', () => {
     const { params, backend } = installed(ownBackend());
     takeStep(params, grads(1), settings);

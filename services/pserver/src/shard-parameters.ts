@@ -24,12 +24,19 @@ interface ValueSet {
   stable?: Float32Array[];
 }
 
-/** The current values of a shard's parameters, held until `release`. */
+/** The values of a shard's parameters at one version, held until `release`. */
 export interface ParameterLease {
   version: number;
   tensors: readonly SnapshotTensor[];
   /** Ends the lease; the arrays may be reused afterwards. Calling it again does nothing. */
   release(): void;
+  /**
+   * Another lease on the same values, ended by its own `release` (a pull of a snapshot the
+   * snapshot store holds by a lease).
+   *
+   * @throws Error when this lease was released already.
+   */
+  share(): ParameterLease;
 }
 
 /**
@@ -51,9 +58,11 @@ export interface ParameterLease {
  *   themselves where they are plain (never reused), else one copy per version shared by every
  *   such reader;
  * - the pull path, which knows when the last message carrying the values is serialized, takes
- *   a `lease()` on the arrays as they are, and releases it then;
+ *   a `lease()` on the arrays as they are, and releases it then; so does the snapshot store,
+ *   which releases a snapshot when it drops it (a pull of a snapshot shares its lease);
  * - replaced arrays go back to the heap once no lease holds them, so the heap holds the
- *   current values plus those of versions still being streamed: bounded by the pulls in flight.
+ *   current values plus those of the retained snapshots and of versions still being streamed:
+ *   bounded by the snapshots retained and the pulls in flight.
  */
 export class ShardParameters {
   private list: ShardParam[] = [];
@@ -151,18 +160,11 @@ export class ShardParameters {
    */
   lease(): ParameterLease {
     const set = this.values;
-    set.leases += 1;
-    let released = false;
-    return {
-      version: this.current,
-      tensors: this.list.map(({ name, shape }, i) => ({ name, shape, data: set.arrays[i] })),
-      release: () => {
-        if (released) return;
-        released = true;
-        set.leases -= 1;
-        if (set.replaced && set.leases === 0) this.free(set);
-      },
-    };
+    return this.leaseOf(
+      set,
+      this.current,
+      this.list.map(({ name, shape }, i) => ({ name, shape, data: set.arrays[i] })),
+    );
   }
 
   /**
@@ -176,6 +178,25 @@ export class ShardParameters {
     this.retire(this.values);
     this.list = [];
     this.byName.clear();
+  }
+
+  private leaseOf(set: ValueSet, version: number, tensors: readonly SnapshotTensor[]): ParameterLease {
+    set.leases += 1;
+    let released = false;
+    return {
+      version,
+      tensors,
+      release: () => {
+        if (released) return;
+        released = true;
+        set.leases -= 1;
+        if (set.replaced && set.leases === 0) this.free(set);
+      },
+      share: () => {
+        if (released) throw new Error(`the lease on version ${version} was released already`);
+        return this.leaseOf(set, version, tensors);
+      },
+    };
   }
 
   private retire(set: ValueSet): void {
