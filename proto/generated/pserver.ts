@@ -266,10 +266,11 @@ export interface PullChunk {
 }
 
 /**
- * A reply of PushPull. The first message carries the push's outcome alone (with_params false),
- * sent as soon as the push is taken; the parameters follow as PullParams streams them, every
- * message repeating the outcome, or the stream ends there when they were not ready within
- * pull_wait_ms (the trainer then pulls them as usual).
+ * A reply of PushPull. Every message carries the push's outcome. When the parameters the trainer
+ * needs next are there as the push is taken, they come at once, as PullParams streams them (with
+ * with_params). Otherwise the first message carries the outcome alone (with_params false), sent
+ * as soon as the push is taken, and the parameters follow once ready, or the stream ends there
+ * when they were not ready within pull_wait_ms (the trainer then pulls them as usual).
  *
  * On a Steps stream the replies of one round carry its `round`, and the round's last message has
  * `round_done` (a message without parameters when they were not ready in time). A refused push

@@ -21,6 +21,7 @@ import {
   SHARD_VERSION_METADATA_KEY,
   wireClock,
   type PullChunk,
+  type PushPullReply,
 } from '#libs/pserver-protocol';
 import { KernelHeap } from '#libs/wasm-simd';
 import { startShards, type RunningShard } from '../test/in-process-shards.js';
@@ -338,6 +339,55 @@ describe('pserver over gRPC', () => {
     const stale = await a.pushPull(0, 8, grad, { waitMs: 50, sameVersion: true });
     expect(stale.stale).toHaveLength(2);
     expect(stale.params).toBeUndefined();
+  });
+
+  it('pserver grpc - push-pull parameters ready at once come with the outcome; otherwise the outcome comes first, alone', async () => {
+    await twoTrainersAtVersionOne();
+    const owned = (await shards[0].shard.job('job-1')).read().tensors;
+    const raw = new ParameterServerClient(addresses[0], credentials.createInsecure());
+    clients.push(raw);
+    // A push for version 1 to shard 0, the replies as they come.
+    const pushFor = (trainerId: string) => {
+      const call = raw.pushPull();
+      const replies: PushPullReply[] = [];
+      call.on('data', (r: PushPullReply) => replies.push(r));
+      const ended = once(call, 'end');
+      for (const t of owned) {
+        const ones = new Float32Array(t.data.length).fill(1);
+        call.write({
+          jobId: 'job-1',
+          trainerId,
+          version: 1,
+          samples: 8,
+          pullWaitMs: 10_000,
+          pullDtype: DataType.FLOAT32,
+          round: 0,
+          last: false,
+          tensor: {
+            name: t.name,
+            dtype: DataType.FLOAT32,
+            shape: [...t.shape],
+            data: new Uint8Array(ones.buffer),
+            offset: 0,
+          },
+        });
+      }
+      call.end();
+      return { replies, ended };
+    };
+    // a's push alone leaves step 1 waiting for b: the outcome comes at once, alone.
+    const waiting = pushFor('a');
+    await waitUntil(async () => waiting.replies.length > 0);
+    expect(waiting.replies[0]).toMatchObject({ accepted: true, withParams: false });
+    // b's push completes the step: its first message already carries parameters.
+    const completing = pushFor('b');
+    await Promise.all([waiting.ended, completing.ended]);
+    expect(completing.replies[0]).toMatchObject({ accepted: true, withParams: true, version: 2 });
+    expect(completing.replies).toHaveLength(owned.length);
+    expect(waiting.replies.slice(1)).toHaveLength(owned.length);
+    for (const r of [...waiting.replies.slice(1), ...completing.replies]) {
+      expect(r).toMatchObject({ accepted: true, withParams: true, version: 2, tensorCount: owned.length });
+    }
   });
 
   it('pserver grpc - a push-pull whose trainer must stop ends its wait once the push is taken', async () => {

@@ -387,7 +387,10 @@ export class PserverGrpcServer {
   /**
    * Answers a taken push: its outcome at once, so a trainer that must stop can stop waiting,
    * then the parameters the trainer needs next when they come within its `pullWaitMs` (else
-   * it pulls them as usual). With a `round` (a Steps stream) each message carries it and the
+   * it pulls them as usual). Every message carries the outcome, so when the parameters are
+   * there already it comes with the first of them, written before anything else of the event
+   * loop's turn runs: no message of its own and no `await` before it. With a `round` (a Steps
+   * stream) each message carries it and the
    * round's last one `roundDone`, which is a message of its own when the parameters did not
    * come. False when `signal` (the client's cancel) cut it short.
    */
@@ -404,15 +407,20 @@ export class PserverGrpcServer {
       pushVersion: reply.version,
       accepted: reply.accepted,
     };
-    call.write(outcome);
     const target = job.nextWanted(header.version, reply.version);
+    let told = false;
     try {
       job.wants(target);
-      await job.waitForVersion(target, header.pullWaitMs, signal);
+      if (!job.reached(target)) {
+        told = true;
+        call.write(outcome);
+        await job.waitForVersion(target, header.pullWaitMs, signal);
+      }
     } catch {
       // Not ready in time, or the shard is closing: the trainer pulls, and hears why there.
       if (signal.aborted) return false;
       if (round !== undefined) call.write({ ...outcome, roundDone: true });
+      else if (!told) call.write(outcome);
       return true;
     }
     const { version, tensors, release } = job.lease();

@@ -359,6 +359,11 @@ export class JobShard {
     return this.timing.take();
   }
 
+  /** True when `waitForVersion(minVersion)` would resolve at once. */
+  reached(minVersion: number): boolean {
+    return this.waiters.ready(minVersion);
+  }
+
   /**
    * Resolves once the shard is initialised and at `minVersion` or later; rejects with
    * `WaitTimeoutError` after `waitMs` (at once for 0), or when `signal` aborts.

@@ -28,7 +28,7 @@ export class VersionWaiters {
    */
   wait(minVersion: number, waitMs: number, signal?: AbortSignal): Promise<void> {
     if (this.closed) return Promise.reject(new ShardClosingError(this.shard));
-    if (this.params.initialized && this.params.version >= minVersion) return Promise.resolve();
+    if (this.ready(minVersion)) return Promise.resolve();
     if (waitMs <= 0) {
       return Promise.reject(new WaitTimeoutError(this.jobId, minVersion, this.params.version, waitMs));
     }
@@ -57,6 +57,11 @@ export class VersionWaiters {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.waiters.add(waiter);
     });
+  }
+
+  /** True when a wait for `minVersion` would resolve at once: not closed, initialised and there. */
+  ready(minVersion: number): boolean {
+    return !this.closed && this.params.initialized && this.params.version >= minVersion;
   }
 
   /** Wakes the waits for a version that is now reached. */
