@@ -375,14 +375,13 @@ export class JobShard {
   /**
    * The current parameters (or a retained snapshot) and their version. The arrays are never
    * written to again nor reused, so the caller may keep them and stream them while steps go on;
-   * on the SIMD path that takes a copy (one per version for the current parameters, see
-   * `shard-parameters.ts`), which `lease` avoids.
+   * on the SIMD path that takes one copy per version (see `shard-parameters.ts`), which `lease`
+   * avoids.
    */
   read(snapshotVersion?: number): Snapshot {
     if (snapshotVersion !== undefined) {
-      const { version, tensors } = this.snapshot(snapshotVersion);
-      const { kernels } = this.params;
-      return { version, tensors: tensors.map((t) => (kernels.manages(t.data) ? { ...t, data: t.data.slice() } : t)) };
+      const snapshot = this.snapshot(snapshotVersion);
+      return { version: snapshot.version, tensors: snapshot.kept() };
     }
     this.requireParameters();
     return { version: this.version, tensors: this.params.tensors() };

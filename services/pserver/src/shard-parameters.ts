@@ -37,6 +37,13 @@ export interface ParameterLease {
    * @throws Error when this lease was released already.
    */
   share(): ParameterLease;
+  /**
+   * The leased values as `ShardParameters.tensors` gives the current ones: arrays that stay
+   * valid after the lease ends, copied once per version where the kernel backend manages them.
+   *
+   * @throws Error when this lease was released already.
+   */
+  kept(): SnapshotTensor[];
 }
 
 /**
@@ -148,10 +155,7 @@ export class ShardParameters {
    * per version.
    */
   tensors(): SnapshotTensor[] {
-    const set = this.values;
-    set.stable ??= set.arrays.map((a) => (this.kernels.manages(a) ? a.slice() : a));
-    const stable = set.stable;
-    return this.list.map(({ name, shape }, i) => ({ name, shape, data: stable[i] }));
+    return this.stableOf(this.values, this.list);
   }
 
   /**
@@ -196,7 +200,18 @@ export class ShardParameters {
         if (released) throw new Error(`the lease on version ${version} was released already`);
         return this.leaseOf(set, version, tensors);
       },
+      kept: () => {
+        if (released) throw new Error(`the lease on version ${version} was released already`);
+        return this.stableOf(set, tensors);
+      },
     };
+  }
+
+  /** `set`'s values named as `names`, in arrays never reused (see `tensors`). */
+  private stableOf(set: ValueSet, names: readonly { name: string; shape: readonly number[] }[]): SnapshotTensor[] {
+    set.stable ??= set.arrays.map((a) => (this.kernels.manages(a) ? a.slice() : a));
+    const stable = set.stable;
+    return names.map(({ name, shape }, i) => ({ name, shape, data: stable[i] }));
   }
 
   private retire(set: ValueSet): void {

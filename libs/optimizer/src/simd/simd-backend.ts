@@ -117,8 +117,7 @@ export class SimdKernelBackend implements KernelBackend {
 
 /**
  * Loads every SIMD128 kernel module (the optimizers', the gradient sum's, the finite check's,
- * the scaled delta's)
- * over a new kernel heap.
+ * the scaled delta's) over a new kernel heap.
  *
  * @throws WasmKernelUnavailableError naming the module: no SIMD in this runtime, a module not
  *   assembled, not valid, or missing an export.
