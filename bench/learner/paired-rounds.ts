@@ -46,7 +46,7 @@ export async function comparePairedRounds(compared: PairedWays, say: (line: stri
       ] as const;
       for (const [path, way] of pair % 2 === 0 ? order : [...order].reverse()) {
         way.use?.();
-        rounds[path].push((await measure(workload, ROUND_SECONDS, way.prepare)).samplesPerSecond);
+        rounds[path].push((await measure(workload, ROUND_SECONDS, { prepare: way.prepare })).samplesPerSecond);
       }
       say(
         `${workload.label}, pair ${pair + 1}: ${baseline.label} ${Math.round(rounds.baseline[pair]!)}, ` +

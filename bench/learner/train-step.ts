@@ -17,6 +17,7 @@ import {
   type BackendChoice,
   type LearnerSpec,
   type RecordLayout,
+  type TfjsLearnerOptions,
 } from '#libs/learner';
 
 /** Measuring time per backend and model, after warm-up. */
@@ -78,32 +79,51 @@ export function randomBatch(size: number, perExample: number): Batch {
   return { features, labels, size };
 }
 
+/** How `measure` trains: on which minibatches, after what warm-up, and which learner. */
+export interface MeasureOptions {
+  /** Sees the learner once it is initialised, before the first step. */
+  prepare?: (learner: TfjsLearner) => void;
+  /** The minibatches the steps go round (of the workload's batch size); one of random features by default. */
+  batches?: readonly Batch[];
+  /** The warm-up lasts this long at least (and a few steps). */
+  warmUpSeconds?: number;
+  /**
+   * The learner's settings (`learnerOptions` of a job): in `delta` mode, the one a `local` job's
+   * trainer runs, a step is a `train` alone (the learner steps its own copy with the job's
+   * optimizer, and nothing crosses until the round ends); otherwise, a gradient learner, a
+   * `setParams`, a `train` and a `getUpdate`.
+   */
+  learner?: TfjsLearnerOptions;
+}
+
 /**
- * Samples per second of `train` + `getUpdate` (after a `setParams`, as one synchronous step
- * without the network) on the current backend, timed for `seconds` after a warm-up of a few
- * steps and of `warmUpSeconds` at least. `prepare` sees the learner once it is initialised, before
- * the first step. The steps go round `batches` (of the workload's batch size), or repeat one batch
- * of random features.
+ * Samples per second of one step of a learner on the current backend: `train` + `getUpdate`
+ * (after a `setParams`, as one synchronous step without the network) for a gradient learner, the
+ * default; `train` alone for a learner in `delta` mode (`MeasureOptions.learner`). Timed for
+ * `seconds` after a warm-up of a few steps and of `warmUpSeconds` at least.
  */
 export async function measure(
   workload: Workload,
   seconds: number,
-  prepare?: (learner: TfjsLearner) => void,
-  batches?: readonly Batch[],
-  warmUpSeconds = 0,
+  { prepare, batches, warmUpSeconds = 0, learner: options = {} }: MeasureOptions = {},
 ): Promise<{ samplesPerSecond: number; msPerStep: number; steps: number }> {
-  const learner = new TfjsLearner();
+  const learner = new TfjsLearner(options);
   await learner.initialize(workload.spec);
   prepare?.(learner);
   const params = await learner.getParams();
   const perExample = workload.spec.layout.featureShape.reduce((a, b) => a * b, 1);
   const pool = batches ?? [randomBatch(workload.batchSize, perExample)];
   let next = 0;
-  const step = async (): Promise<void> => {
-    learner.setParams(params);
-    await learner.train(pool[next++ % pool.length]!);
-    await learner.getUpdate();
-  };
+  const step =
+    options.mode === 'delta'
+      ? async (): Promise<void> => {
+          await learner.train(pool[next++ % pool.length]!);
+        }
+      : async (): Promise<void> => {
+          learner.setParams(params);
+          await learner.train(pool[next++ % pool.length]!);
+          await learner.getUpdate();
+        };
   const warmUpStart = process.hrtime.bigint();
   for (let i = 0; i < WARMUP_STEPS || Number(process.hrtime.bigint() - warmUpStart) / 1e9 < warmUpSeconds; i++) {
     await step();

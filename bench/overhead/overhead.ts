@@ -2,12 +2,18 @@
  * `overhead`: samples/s of one trainer and one pserver training the example MLP (a local
  * cluster, no evaluator; the example's local SGD, then sync, async and local SGD variants)
  * against the same learner training alone in a loop in this process (measured again before and
- * after each run, the faster taken), with where one step's time goes on each side.
+ * after each run, the faster taken), with where one step's time goes on each side. The learner
+ * alone is the one the run's trainer runs, on the minibatches the trainer hands it: in `sync` and
+ * `async` a gradient learner (`setParams`, `train`, `getUpdate`), in `local` one that steps its
+ * own copy with the job's optimizer (`train`). A `local` run also gives the gradient learner's
+ * figure, the baseline of every run before 2026-12-06.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { selectBackend } from '#libs/learner';
+import { parseJobSpec, type JobSpec } from '#libs/job-spec';
+import { selectBackend, type TfjsLearnerOptions } from '#libs/learner';
+import { learnerOptions } from '../../services/trainer/src/learner-options.js';
 import { benchResult, round, type BenchResult } from '../bench-result.js';
 import {
   exampleJob,
@@ -42,15 +48,22 @@ const ALONE_WARM_UP_SECONDS = 2;
 const ALONE_MINIBATCHES = 200;
 
 /**
- * The learner alone, as the trainer runs it, once warmed up: the wasm backend, the example's MLP
- * at batch 64, on the example's Fashion-MNIST images (half their pixels are zero, which our
- * matrix product skips, so random features would time a different learner).
+ * The learner alone, once warmed up: the wasm backend, the example's MLP at batch 64, on the
+ * example's Fashion-MNIST images (half their pixels are zero, which our matrix product skips, so
+ * random features would time a different learner). By default a gradient learner on float32
+ * minibatches; `job`: the learner that job's trainer runs (`learnerOptions`), on the minibatches
+ * the trainer's reader hands it (the features as bytes, which the learner converts).
  */
-export async function learnerAloneSamplesPerSecond(seconds: number): Promise<number> {
+export async function learnerAloneSamplesPerSecond(
+  seconds: number,
+  job?: Pick<JobSpec, 'training' | 'optimizer'>,
+): Promise<number> {
   await selectBackend('wasm');
   const workload = WORKLOADS[0]!;
-  const batches = await exampleMinibatches(ALONE_MINIBATCHES, workload.batchSize);
-  return (await measure(workload, seconds, undefined, batches, ALONE_WARM_UP_SECONDS)).samplesPerSecond;
+  const learner: TfjsLearnerOptions = job === undefined ? {} : learnerOptions(job);
+  const batches = await exampleMinibatches(ALONE_MINIBATCHES, workload.batchSize, { featureBytes: job !== undefined });
+  return (await measure(workload, seconds, { batches, warmUpSeconds: ALONE_WARM_UP_SECONDS, learner }))
+    .samplesPerSecond;
 }
 
 /**
@@ -86,31 +99,30 @@ const RUNS = [
 export async function runOverheadBench(say: (line: string) => void): Promise<BenchResult[]> {
   const results: BenchResult[] = [];
   for (const run of RUNS) {
-    const before = await aloneAround(run.id, 'before', say);
     const out = mkdtempSync(join(tmpdir(), 'tributary-bench-out-'));
-    const cluster = await startBenchCluster({ trainers: 1, pservers: 1, evaluators: 0 }, say);
+    const spec = {
+      ...exampleJob(`bench-overhead-${run.id}`, out, { pservers: { count: 1 }, stop: { maxSeconds: 600 } }),
+      training: exampleTraining(run.training),
+    };
+    const job = parseJobSpec(JSON.stringify(spec));
+    const ownLearner = learnerOptions(job).mode === 'delta';
+    let before: number;
+    let gradientBefore: number | undefined;
     let steady: Awaited<ReturnType<typeof steadyThroughput>>;
     try {
-      const example = exampleJob(`bench-overhead-${run.id}`, out, {
-        pservers: { count: 1 },
-        stop: { maxSeconds: 600 },
-      });
-      await submit(cluster.nc, {
-        ...example,
-        training: exampleTraining(run.training),
-      });
-      say(`${run.id}: job submitted`);
-      steady = await steadyThroughput(cluster.nc, {
-        trainers: 1,
-        warmUpMs: WARM_UP_MS,
-        windowMs: WINDOW_MS,
-        say,
-      });
+      before = await aloneAround(run.id, 'before', job, say);
+      gradientBefore = ownLearner ? await aloneAround(run.id, 'before', undefined, say) : undefined;
+      steady = await clusterRun(run.id, spec, say);
     } finally {
-      await cluster.stop();
       rmSync(out, { recursive: true, force: true });
     }
-    const after = await aloneAround(run.id, 'after', say);
+    const after = await aloneAround(run.id, 'after', job, say);
+    const gradientAfter = ownLearner ? await aloneAround(run.id, 'after', undefined, say) : undefined;
+    const gradient =
+      gradientBefore === undefined || gradientAfter === undefined
+        ? ''
+        : `; against the gradient learner alone (${Math.round(gradientBefore)} before, ${Math.round(gradientAfter)} after): ` +
+          `${(steady.samplesPerSecond / Math.max(gradientBefore, gradientAfter)).toFixed(3)}`;
     results.push(
       benchResult({
         name: run.name,
@@ -119,7 +131,8 @@ export async function runOverheadBench(say: (line: string) => void): Promise<Ben
         baseline: round(Math.max(before, after)),
         target: TARGET_RATIO,
         detail:
-          `the learner alone ${Math.round(before)} samples/s before, ${Math.round(after)} after (the faster is the baseline); ` +
+          `${ownLearner ? 'the local learner' : 'the learner'} alone ${Math.round(before)} samples/s before, ` +
+          `${Math.round(after)} after (the faster is the baseline)${gradient}; ` +
           `the trainer's own reports over the window: ${Math.round(steady.reportedSamplesPerSecond)} samples/s; ` +
           `trainer ms/step: ${formatPhases(steady.trainerPhases)}; ` +
           `pserver ms/step: ${formatPhases(steady.pserverPhases)}`,
@@ -129,15 +142,37 @@ export async function runOverheadBench(say: (line: string) => void): Promise<Ben
   return results;
 }
 
+/** One trainer and one pserver training `spec`, measured once steady (see `steadyThroughput`). */
+async function clusterRun(
+  id: string,
+  spec: Record<string, unknown>,
+  say: (line: string) => void,
+): Promise<Awaited<ReturnType<typeof steadyThroughput>>> {
+  const cluster = await startBenchCluster({ trainers: 1, pservers: 1, evaluators: 0 }, say);
+  try {
+    await submit(cluster.nc, spec);
+    say(`${id}: job submitted`);
+    return await steadyThroughput(cluster.nc, { trainers: 1, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
+  } finally {
+    await cluster.stop();
+  }
+}
+
 /**
  * The learner alone, measured just before or just after a cluster run. The machine's speed
  * drifts within minutes (in one run the learner alone did 58,094 samples/s before one cluster
  * run and 83,098–89,965 before the next four), so each run is held against the faster of the
  * two measurements around it: a slow moment of the machine cannot lift the ratio.
  */
-async function aloneAround(id: string, when: 'before' | 'after', say: (line: string) => void): Promise<number> {
-  say(`${id}: the learner alone ${when} the cluster run (wasm, MLP 784-128-10, batch 64)`);
-  const alone = await learnerAloneSamplesPerSecond(ALONE_SECONDS);
-  say(`${id}: the learner alone ${when}: ${Math.round(alone)} samples/s`);
+async function aloneAround(
+  id: string,
+  when: 'before' | 'after',
+  job: Pick<JobSpec, 'training' | 'optimizer'> | undefined,
+  say: (line: string) => void,
+): Promise<number> {
+  const which = job !== undefined && learnerOptions(job).mode === 'delta' ? 'local learner' : 'gradient learner';
+  say(`${id}: the ${which} alone ${when} the cluster run (wasm, MLP 784-128-10, batch 64)`);
+  const alone = await learnerAloneSamplesPerSecond(ALONE_SECONDS, job);
+  say(`${id}: the ${which} alone ${when}: ${Math.round(alone)} samples/s`);
   return alone;
 }
