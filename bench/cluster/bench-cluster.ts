@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kvm } from '@nats-io/kv';
-import { checkRecords, decodeBatch, type Batch, type RecordLayout } from '#libs/learner';
+import { decodeBatch, type Batch, type RecordLayout } from '#libs/learner';
 import { LocalCluster, freePort } from '#libs/local-cluster';
 import { TRAINING_MODE_FIELDS } from '#libs/job-spec';
 import { MasterClient } from '#libs/master-client';
@@ -122,22 +122,9 @@ export async function exampleMinibatches(
   if (records.length < count * batchSize) {
     throw new Error(`${FASHION_DIR} holds ${records.length} training records, fewer than ${count * batchSize}`);
   }
-  return Array.from({ length: count }, (_, i) => {
-    const batch = records.slice(i * batchSize, (i + 1) * batchSize);
-    return featureBytes ? byteMinibatch(batch, EXAMPLE_LAYOUT) : decodeBatch(batch, EXAMPLE_LAYOUT);
-  });
-}
-
-/** `records` as a minibatch whose uint8 features are the records' bytes, end to end. */
-function byteMinibatch(records: readonly Uint8Array[], layout: RecordLayout): Batch {
-  const checked = checkRecords(records, layout);
-  const perExample = layout.featureShape.reduce((a, b) => a * b, 1);
-  const featureBytes = new Uint8Array(records.length * perExample);
-  records.forEach((record, r) => {
-    const start = checked.featuresOffsets[r]!;
-    featureBytes.set(record.subarray(start, start + perExample), r * perExample);
-  });
-  return { features: new Float32Array(0), featureBytes, labels: checked.labels, size: records.length };
+  return Array.from({ length: count }, (_, i) =>
+    decodeBatch(records.slice(i * batchSize, (i + 1) * batchSize), EXAMPLE_LAYOUT, { featureBytes }),
+  );
 }
 
 /** `examples/fashion-mnist-mlp.json` as it is. */

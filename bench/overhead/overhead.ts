@@ -11,7 +11,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseJobSpec, type JobSpec } from '#libs/job-spec';
+import { parseJobSpec } from '#libs/job-spec';
 import { selectBackend, type TfjsLearnerOptions } from '#libs/learner';
 import { learnerOptions } from '../../services/trainer/src/learner-options.js';
 import { benchResult, round, type BenchResult } from '../bench-result.js';
@@ -23,6 +23,7 @@ import {
   startBenchCluster,
   steadyThroughput,
   submit,
+  type SteadyThroughput,
 } from '../cluster/bench-cluster.js';
 import { WORKLOADS, measure } from '../learner/train-step.js';
 
@@ -51,17 +52,14 @@ const ALONE_MINIBATCHES = 200;
  * The learner alone, once warmed up: the wasm backend, the example's MLP at batch 64, on the
  * example's Fashion-MNIST images (half their pixels are zero, which our matrix product skips, so
  * random features would time a different learner). By default a gradient learner on float32
- * minibatches; `job`: the learner that job's trainer runs (`learnerOptions`), on the minibatches
+ * minibatches; `learner`: a job's trainer's learner (its `learnerOptions`), on the minibatches
  * the trainer's reader hands it (the features as bytes, which the learner converts).
  */
-export async function learnerAloneSamplesPerSecond(
-  seconds: number,
-  job?: Pick<JobSpec, 'training' | 'optimizer'>,
-): Promise<number> {
+export async function learnerAloneSamplesPerSecond(seconds: number, learner?: TfjsLearnerOptions): Promise<number> {
   await selectBackend('wasm');
   const workload = WORKLOADS[0]!;
-  const learner: TfjsLearnerOptions = job === undefined ? {} : learnerOptions(job);
-  const batches = await exampleMinibatches(ALONE_MINIBATCHES, workload.batchSize, { featureBytes: job !== undefined });
+  const featureBytes = learner !== undefined;
+  const batches = await exampleMinibatches(ALONE_MINIBATCHES, workload.batchSize, { featureBytes });
   return (await measure(workload, seconds, { batches, warmUpSeconds: ALONE_WARM_UP_SECONDS, learner }))
     .samplesPerSecond;
 }
@@ -104,19 +102,19 @@ export async function runOverheadBench(say: (line: string) => void): Promise<Ben
       ...exampleJob(`bench-overhead-${run.id}`, out, { pservers: { count: 1 }, stop: { maxSeconds: 600 } }),
       training: exampleTraining(run.training),
     };
-    const job = parseJobSpec(JSON.stringify(spec));
-    const ownLearner = learnerOptions(job).mode === 'delta';
+    const own = learnerOptions(parseJobSpec(JSON.stringify(spec)));
+    const ownLearner = own.mode === 'delta';
     let before: number;
     let gradientBefore: number | undefined;
-    let steady: Awaited<ReturnType<typeof steadyThroughput>>;
+    let steady: SteadyThroughput;
     try {
-      before = await aloneAround(run.id, 'before', job, say);
+      before = await aloneAround(run.id, 'before', own, say);
       gradientBefore = ownLearner ? await aloneAround(run.id, 'before', undefined, say) : undefined;
       steady = await clusterRun(run.id, spec, say);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
-    const after = await aloneAround(run.id, 'after', job, say);
+    const after = await aloneAround(run.id, 'after', own, say);
     const gradientAfter = ownLearner ? await aloneAround(run.id, 'after', undefined, say) : undefined;
     const gradient =
       gradientBefore === undefined || gradientAfter === undefined
@@ -147,7 +145,7 @@ async function clusterRun(
   id: string,
   spec: Record<string, unknown>,
   say: (line: string) => void,
-): Promise<Awaited<ReturnType<typeof steadyThroughput>>> {
+): Promise<SteadyThroughput> {
   const cluster = await startBenchCluster({ trainers: 1, pservers: 1, evaluators: 0 }, say);
   try {
     await submit(cluster.nc, spec);
@@ -167,12 +165,12 @@ async function clusterRun(
 async function aloneAround(
   id: string,
   when: 'before' | 'after',
-  job: Pick<JobSpec, 'training' | 'optimizer'> | undefined,
+  learner: TfjsLearnerOptions | undefined,
   say: (line: string) => void,
 ): Promise<number> {
-  const which = job !== undefined && learnerOptions(job).mode === 'delta' ? 'local learner' : 'gradient learner';
+  const which = learner?.mode === 'delta' ? 'local learner' : 'gradient learner';
   say(`${id}: the ${which} alone ${when} the cluster run (wasm, MLP 784-128-10, batch 64)`);
-  const alone = await learnerAloneSamplesPerSecond(ALONE_SECONDS, job);
+  const alone = await learnerAloneSamplesPerSecond(ALONE_SECONDS, learner);
   say(`${id}: the ${which} alone ${when}: ${Math.round(alone)} samples/s`);
   return alone;
 }

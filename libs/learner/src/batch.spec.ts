@@ -94,6 +94,22 @@ describe('batch', () => {
     expect(Array.from(decodeBatch([record], LAYOUT).features)).toEqual([0.5, 1, 1.5, 2, 2.5, 3]);
   });
 
+  it('batch - featureBytes keeps the uint8 features as the records hold them', () => {
+    const records = [
+      encodeRecord([1, 2, 3, 4, 5, 6], 1, LAYOUT),
+      misaligned(encodeRecord([7, 8, 9, 10, 11, 12], 3, LAYOUT), 1),
+    ];
+    const batch = decodeBatch(records, LAYOUT, { featureBytes: true });
+    expect(Array.from(batch.featureBytes!)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    expect(batch.features).toHaveLength(0);
+    expect(Array.from(batch.labels)).toEqual([1, 3]);
+    expect(batch.size).toBe(2);
+    const floats: RecordLayout = { ...LAYOUT, featureDtype: 'float32' };
+    expect(() => decodeBatch([encodeRecord([1, 2, 3, 4, 5, 6], 1, floats)], floats, { featureBytes: true })).toThrow(
+      'only uint8 features are kept as bytes (got float32)',
+    );
+  });
+
   it('batch - mismatched records are refused with what mismatched', () => {
     const good = encodeRecord([1, 2, 3, 4, 5, 6], 1, LAYOUT);
     const cases: [Uint8Array, RegExp][] = [

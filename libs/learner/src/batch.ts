@@ -142,14 +142,32 @@ function sameHeader(record: Uint8Array, last: Uint8Array, headerBytes: number): 
 /**
  * Decodes example records (the layout of `#libs/dataset`) into one {@link Batch}: features in a
  * single Float32Array, multiplied by `layout.scale`, and labels as Int32Array or Float32Array per
- * `layout.labelDtype`. The records are checked as {@link checkRecords} checks them.
+ * `layout.labelDtype`. With `featureBytes`, uint8 features stay as the records hold them, end to
+ * end in `Batch.featureBytes`, for a learner that converts them itself (`Learner.readsByteFeatures`).
+ * The records are checked as {@link checkRecords} checks them.
  *
- * @throws RecordLayoutError naming the record and the field that does not match.
+ * @throws RecordLayoutError naming the record and the field that does not match; RangeError for
+ * `featureBytes` when the layout's features are not uint8.
  */
-export function decodeBatch(records: readonly Uint8Array[], layout: RecordLayout): Batch {
+export function decodeBatch(
+  records: readonly Uint8Array[],
+  layout: RecordLayout,
+  { featureBytes = false }: { featureBytes?: boolean } = {},
+): Batch {
   const checked = checkRecords(records, layout);
   const writer = new FeatureWriter(layout);
-  const features = new Float32Array(records.length * writer.perExample);
-  for (let r = 0; r < records.length; r++) writer.write(features, r, records[r]!, checked.featuresOffsets[r]!);
-  return { features, labels: checked.labels, size: records.length };
+  const size = records.length;
+  if (featureBytes) {
+    if (!writer.gathersBytes)
+      throw new RangeError(`only uint8 features are kept as bytes (got ${layout.featureDtype})`);
+    const bytes = new Uint8Array(size * writer.featureBytes);
+    for (let r = 0; r < size; r++) {
+      const start = checked.featuresOffsets[r]!;
+      bytes.set(records[r]!.subarray(start, start + writer.featureBytes), r * writer.featureBytes);
+    }
+    return { features: new Float32Array(0), featureBytes: bytes, labels: checked.labels, size };
+  }
+  const features = new Float32Array(size * writer.perExample);
+  for (let r = 0; r < size; r++) writer.write(features, r, records[r]!, checked.featuresOffsets[r]!);
+  return { features, labels: checked.labels, size };
 }
