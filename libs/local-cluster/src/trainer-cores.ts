@@ -48,7 +48,8 @@ export interface TrainerCores {
  * parameter servers, the master and the evaluator wake, and find them cold. `auto` pins trainer
  * i to the i-th CPU this process may use when there is one for each and more than one in all
  * (everything else still runs anywhere); `on` pins them round-robin however many there are;
- * `off` leaves them to the scheduler. Pinning takes `taskset` (util-linux) and Linux's CPU list.
+ * `off` leaves them to the scheduler. Pinning takes `taskset` (util-linux) and Linux's CPU list;
+ * the supervisor holds a trainer's main thread alone to its core (`pinMainThread`).
  *
  * @throws TrainerPinningError for `on` when neither is there.
  */
