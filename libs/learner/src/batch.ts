@@ -50,6 +50,15 @@ export class FeatureWriter {
     this.conversion.convert(bytes, features, count * this.perExample, this.scale);
   }
 
+  /**
+   * Copies the uint8 features at byte `start` of `source` as example `k` of `bytes`, where the
+   * examples' features lie end to end (for {@link writeGathered}, or a learner that converts them).
+   */
+  gather(bytes: Uint8Array, k: number, source: Uint8Array, start: number): void {
+    const size = this.featureBytes;
+    bytes.set(source.subarray(start, start + size), k * size);
+  }
+
   /** Writes the features at byte `start` of `source` as example `k` of `features`. */
   write(features: Float32Array, k: number, source: Uint8Array, start: number): void {
     const { perExample, scale } = this;
@@ -161,10 +170,7 @@ export function decodeBatch(
     if (!writer.gathersBytes)
       throw new RangeError(`only uint8 features are kept as bytes (got ${layout.featureDtype})`);
     const bytes = new Uint8Array(size * writer.featureBytes);
-    for (let r = 0; r < size; r++) {
-      const start = checked.featuresOffsets[r]!;
-      bytes.set(records[r]!.subarray(start, start + writer.featureBytes), r * writer.featureBytes);
-    }
+    for (let r = 0; r < size; r++) writer.gather(bytes, r, records[r]!, checked.featuresOffsets[r]!);
     return { features: new Float32Array(0), featureBytes: bytes, labels: checked.labels, size };
   }
   const features = new Float32Array(size * writer.perExample);

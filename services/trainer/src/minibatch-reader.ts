@@ -199,10 +199,7 @@ class MinibatchFill {
     const k = this.filled;
     const gathered = batch.featureBytes ?? this.gathered;
     if (gathered === undefined) this.writer.write(batch.features, k, source, start);
-    else {
-      const size = this.writer.featureBytes;
-      gathered.set(source.subarray(start, start + size), k * size);
-    }
+    else this.writer.gather(gathered, k, source, start);
     batch.labels[k] = label;
     this.filled += 1;
     if (this.filled < batch.size) return undefined;
