@@ -2,6 +2,10 @@
 # Regenerates the TypeScript for every .proto file in proto/ into proto/generated/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v protoc >/dev/null; then
+  echo "proto/generate.sh: protoc not found; on Debian: sudo apt-get install protobuf-compiler" >&2
+  exit 1
+fi
 rm -rf proto/generated
 mkdir -p proto/generated
 protoc \
