@@ -1,4 +1,15 @@
-import { FLOAT32_MIN_NORMAL, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
+import type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
+
+/**
+ * Adam's floors, in magnitude: the first moment is stored as zero below `MOMENT_FLOOR`, and a
+ * gradient counts towards it from there; the second moment is stored as zero below
+ * `SECOND_MOMENT_FLOOR`, and a gradient counts towards it from `SQUARED_GRADIENT_FLOOR`. They
+ * keep every operand of the float32 SIMD kernel (`simd/adam.wat`, which says why) normal, well
+ * above the smallest normal float32 (2^-126), and what they take off an update is below the
+ * rounding of any parameter farther than about 1e-18 from zero. The plain kernel applies the same
+ * floors, so both keep the same state.
+ */
+export const ADAM_FLOORS = { moment: 2 ** -100, secondMoment: 2 ** -106, squaredGradient: 2 ** -56 } as const;
 
 const sqrt = Math.sqrt;
 
@@ -88,16 +99,18 @@ export function adamUpdate(
 ): void {
   const [m, v] = state;
   const { beta1: b1, beta2: b2, oneMinusBeta1: c1, oneMinusBeta2: c2, stepSize, epsilonHat } = adamScalars(hyper, step);
-  const tiny = FLOAT32_MIN_NORMAL;
+  const { moment: mFloor, secondMoment: vFloor, squaredGradient: gFloor } = ADAM_FLOORS;
   for (let i = 0; i < param.length; i++) {
     const p = param[i];
     // A decay of zero adds nothing, not even zero times a parameter that is not finite.
     const g = l2 === 0 ? grad[i] : grad[i] + l2 * p;
-    let mi = b1 * m[i] + c1 * g;
-    let vi = b2 * v[i] + c2 * g * g;
-    // Stored as zero below the smallest normal float32 (v is never negative; NaN stays).
-    if (Math.abs(mi) < tiny) mi = 0;
-    if (vi < tiny) vi = 0;
+    const gAbs = Math.abs(g);
+    let mi = b1 * m[i] + c1 * (gAbs < mFloor ? 0 : g);
+    const gv = gAbs < gFloor ? 0 : g;
+    let vi = b2 * v[i] + c2 * gv * gv;
+    // Stored as zero below their floors (v is never negative; NaN stays).
+    if (Math.abs(mi) < mFloor) mi = 0;
+    if (vi < vFloor) vi = 0;
     m[i] = mi;
     v[i] = vi;
     param[i] = (decay === 0 ? p : p - p * decay) - (stepSize * mi) / (sqrt(vi) + epsilonHat);
@@ -111,8 +124,8 @@ export function adamUpdate(
  * `adamUpdate`). The default epsilon is
  * TensorFlow.js's float32 backend epsilon, 1e-7. The bias corrections `1 - b^t` are computed in
  * float32 like TensorFlow.js does, since their cancellation dominates the difference otherwise.
- * The L2 weight decay `weightDecay * param` is added to the gradient first. Moments below the
- * smallest normal float32 are stored as zero (see `FLOAT32_MIN_NORMAL`).
+ * The L2 weight decay `weightDecay * param` is added to the gradient first. Moments and the
+ * gradient's share in them are held to floors far above the subnormal range (`ADAM_FLOORS`).
  */
 export const adamKernel: OptimizerKernel = {
   name: 'adam',

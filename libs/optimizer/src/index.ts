@@ -7,7 +7,7 @@
  */
 export { adagradKernel } from './adagrad.js';
 export { addScaled } from './add-scaled.js';
-export { adamKernel, adamScalars } from './adam.js';
+export { ADAM_FLOORS, adamKernel, adamScalars } from './adam.js';
 export { adamwKernel } from './adamw.js';
 export { InvalidHyperparameterError, UnknownOptimizerError } from './errors.js';
 export { allFinite } from './finite-check.js';

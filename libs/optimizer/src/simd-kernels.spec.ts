@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import { STAGING_CHUNK_ELEMENTS } from '#libs/wasm-simd';
 import {
+  ADAM_FLOORS,
   Float64GradientSum,
   addScaled,
+  adamScalars,
   allFinite,
   OPTIMIZER_KERNELS,
   SIMD_OPTIMIZER_KERNELS,
@@ -280,6 +282,52 @@ describe('simd kernels', () => {
           expect(slot[2]).toBeNaN();
           expect(slot[5]).toBe(0);
         }
+      }
+    },
+  );
+
+  it.each([
+    ['adam', {}],
+    // An L2 decay small enough to leave the gradients tiny, through the loop that adds it.
+    ['adam', { weightDecay: 1e-30 }],
+    ['adamw', { weightDecay: 0.01 }],
+  ] as const)(
+    'simd kernels - %s %j: gradients near zero leave no moment under its floor, in both paths, and the parameters as Adam without floors leaves them',
+    (name, given) => {
+      const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
+      const hyper = resolveHyperparams(kernel, given);
+      // Seven elements (the vector loop and the scalar tail): gradients whose squares are
+      // subnormal, a subnormal gradient, gradients about the floors, and a normal one.
+      const scales = [1e-20, 1e-40, -3e-31, 2 ** -101, -(2 ** -57), 1e-30, 0.01];
+      const n = scales.length;
+      const floors = { m: ADAM_FLOORS.moment, v: ADAM_FLOORS.secondMoment };
+      const c = adamScalars(hyper, 1);
+      const l2 = name === 'adam' ? hyper.weightDecay : 0;
+      const decay = name === 'adamw' ? hyper.learningRate * hyper.weightDecay : 0;
+      for (const backend of [simd, jsKernelBackend]) {
+        const param = new Float32Array(n).fill(0.5);
+        const state = createOptimizerState(kernel, n, hyper);
+        // Adam in float64 without floors, from the same start.
+        const ref = { p: Array.from(param), m: new Array<number>(n).fill(0), v: new Array<number>(n).fill(0) };
+        for (let step = 1; step <= 40; step++) {
+          const grad = Float32Array.from(scales, (s, i) => s * (1 + ((step * 7 + i) % 5) / 10));
+          backend.update(kernel, param, param, grad, state, hyper, step);
+          const { stepSize, epsilonHat } = adamScalars(hyper, step);
+          for (let i = 0; i < n; i++) {
+            const g = grad[i]! + l2 * ref.p[i]!;
+            ref.m[i] = c.beta1 * ref.m[i]! + c.oneMinusBeta1 * g;
+            ref.v[i] = c.beta2 * ref.v[i]! + c.oneMinusBeta2 * g * g;
+            ref.p[i] = ref.p[i]! - ref.p[i]! * decay - (stepSize * ref.m[i]!) / (Math.sqrt(ref.v[i]!) + epsilonHat);
+          }
+          const [m, v] = state as [Float32Array, Float32Array];
+          const under = [...m]
+            .filter((x) => x !== 0 && Math.abs(x) < floors.m)
+            .concat([...v].filter((x) => x !== 0 && x < floors.v));
+          expect({ backend: backend.name, step, under }).toEqual({ backend: backend.name, step, under: [] });
+        }
+        for (let i = 0; i < n; i++) expect(param[i]).toBeCloseTo(ref.p[i]!, 6);
+        // Where every gradient was tiny, the parameter moved only by its decay, as without floors.
+        for (let i = 0; i < n - 1; i++) expect(param[i]).toBe(param[0]);
       }
     },
   );
