@@ -1,15 +1,14 @@
 import type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
 
 /**
- * Adam's floors, in magnitude: the first moment is stored as zero below `MOMENT_FLOOR`, and a
- * gradient counts towards it from there; the second moment is stored as zero below
- * `SECOND_MOMENT_FLOOR`, and a gradient counts towards it from `SQUARED_GRADIENT_FLOOR`. They
- * keep every operand of the float32 SIMD kernel (`simd/adam.wat`, which says why) normal, well
- * above the smallest normal float32 (2^-126), and what they take off an update is below the
- * rounding of any parameter farther than about 1e-18 from zero. The plain kernel applies the same
- * floors, so both keep the same state.
+ * Adam's floors, in magnitude: the first moment is stored as zero below `moment`, and the square
+ * of the gradient that goes into the second moment is taken as at least `squaredGradient` (so
+ * the second moment stays at least `(1 - beta2) * squaredGradient`). They keep the float32 SIMD
+ * kernel (`simd/adam.wat`, which says why) from making subnormals as a learner's gradients
+ * shrink, and what they change of an update is below the rounding of any parameter farther than
+ * about 1e-18 from zero. The plain kernel applies the same floors, so both keep the same state.
  */
-export const ADAM_FLOORS = { moment: 2 ** -100, secondMoment: 2 ** -106, squaredGradient: 2 ** -56 } as const;
+export const ADAM_FLOORS = { moment: 2 ** -100, squaredGradient: 2 ** -112 } as const;
 
 const sqrt = Math.sqrt;
 
@@ -99,18 +98,16 @@ export function adamUpdate(
 ): void {
   const [m, v] = state;
   const { beta1: b1, beta2: b2, oneMinusBeta1: c1, oneMinusBeta2: c2, stepSize, epsilonHat } = adamScalars(hyper, step);
-  const { moment: mFloor, secondMoment: vFloor, squaredGradient: gFloor } = ADAM_FLOORS;
+  const { moment: mFloor, squaredGradient: g2Floor } = ADAM_FLOORS;
   for (let i = 0; i < param.length; i++) {
     const p = param[i];
     // A decay of zero adds nothing, not even zero times a parameter that is not finite.
     const g = l2 === 0 ? grad[i] : grad[i] + l2 * p;
-    const gAbs = Math.abs(g);
-    let mi = b1 * m[i] + c1 * (gAbs < mFloor ? 0 : g);
-    const gv = gAbs < gFloor ? 0 : g;
-    let vi = b2 * v[i] + c2 * gv * gv;
-    // Stored as zero below their floors (v is never negative; NaN stays).
+    let mi = b1 * m[i] + c1 * g;
+    const g2 = g * g;
+    // The floors (NaN stays: it compares false).
+    const vi = b2 * v[i] + c2 * (g2 < g2Floor ? g2Floor : g2);
     if (Math.abs(mi) < mFloor) mi = 0;
-    if (vi < vFloor) vi = 0;
     m[i] = mi;
     v[i] = vi;
     param[i] = (decay === 0 ? p : p - p * decay) - (stepSize * mi) / (sqrt(vi) + epsilonHat);

@@ -37,8 +37,9 @@ export interface OptimizerHyperparams {
  * SIMD Adam step of the example MLP. What the flush changes of an update is below the rounding of
  * any parameter farther than about 1e-28 from zero. The plain kernels compare against a local
  * copy of it inside their loops: called as a function imported from here, the check made the
- * plain Adam loop 1.7 times as slow. Adam holds its moments to higher floors, and its squared
- * gradients too, so that none of its operations makes a subnormal either (`ADAM_FLOORS`).
+ * plain Adam loop 1.7 times as slow. Adam holds its first moment to a higher floor and takes its
+ * squared gradients as at least a floor, so that none of its operations makes a subnormal either
+ * (`ADAM_FLOORS`).
  */
 export const FLOAT32_MIN_NORMAL = 2 ** -126;
 

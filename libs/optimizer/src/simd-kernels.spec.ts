@@ -256,7 +256,6 @@ describe('simd kernels', () => {
   });
 
   it.each([
-    ['adam', {}],
     ['momentum', { useNesterov: false }],
     ['momentum', { useNesterov: true }],
     ['rmsprop', { centered: false, momentum: 0.9 }],
@@ -292,7 +291,7 @@ describe('simd kernels', () => {
     ['adam', { weightDecay: 1e-30 }],
     ['adamw', { weightDecay: 0.01 }],
   ] as const)(
-    'simd kernels - %s %j: gradients near zero leave no moment under its floor, in both paths, and the parameters as Adam without floors leaves them',
+    'simd kernels - %s %j: gradients near zero and subnormal moments leave no subnormal state, in both paths, and the parameters as Adam without floors leaves them',
     (name, given) => {
       const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
       const hyper = resolveHyperparams(kernel, given);
@@ -300,15 +299,20 @@ describe('simd kernels', () => {
       // subnormal, a subnormal gradient, gradients about the floors, and a normal one.
       const scales = [1e-20, 1e-40, -3e-31, 2 ** -101, -(2 ** -57), 1e-30, 0.01];
       const n = scales.length;
-      const floors = { m: ADAM_FLOORS.moment, v: ADAM_FLOORS.secondMoment };
       const c = adamScalars(hyper, 1);
+      // The second moment is at least (1 - beta2) times the floor of a squared gradient.
+      const floors = { m: ADAM_FLOORS.moment, v: Math.fround(c.oneMinusBeta2 * ADAM_FLOORS.squaredGradient) };
       const l2 = name === 'adam' ? hyper.weightDecay : 0;
       const decay = name === 'adamw' ? hyper.learningRate * hyper.weightDecay : 0;
       for (const backend of [simd, jsKernelBackend]) {
         const param = new Float32Array(n).fill(0.5);
         const state = createOptimizerState(kernel, n, hyper);
+        // Subnormal moments to start from, of either sign in m, and the smallest normal float32,
+        // which decays into the subnormal range.
+        const start = [1e-39, -1e-40, 1e-45, 2 ** -126, 0, 1e-39, 0];
+        state.forEach((slot, k) => slot.set(start.map((x) => (k === 1 ? Math.abs(x) : x))));
         // Adam in float64 without floors, from the same start.
-        const ref = { p: Array.from(param), m: new Array<number>(n).fill(0), v: new Array<number>(n).fill(0) };
+        const ref = { p: Array.from(param), m: Array.from(state[0]!), v: Array.from(state[1]!) };
         for (let step = 1; step <= 40; step++) {
           const grad = Float32Array.from(scales, (s, i) => s * (1 + ((step * 7 + i) % 5) / 10));
           backend.update(kernel, param, param, grad, state, hyper, step);
@@ -322,7 +326,7 @@ describe('simd kernels', () => {
           const [m, v] = state as [Float32Array, Float32Array];
           const under = [...m]
             .filter((x) => x !== 0 && Math.abs(x) < floors.m)
-            .concat([...v].filter((x) => x !== 0 && x < floors.v));
+            .concat([...v].filter((x) => !(x >= floors.v)));
           expect({ backend: backend.name, step, under }).toEqual({ backend: backend.name, step, under: [] });
         }
         for (let i = 0; i < n; i++) expect(param[i]).toBeCloseTo(ref.p[i]!, 6);

@@ -17,22 +17,26 @@
 ;; then the remaining one to three elements one by one with the same float32 operations. `out`
 ;; may be `param`.
 ;;
-;; No operation here takes or makes a subnormal float32, where x86 takes a microcode assist of
-;; about a hundred cycles (TensorFlow runs its CPU kernels with flush-to-zero instead, which
-;; WebAssembly cannot ask for). Three floors, in magnitude, keep every operand normal:
-;;   - m is stored as zero below 2^-100, and the gradient counts towards m from 2^-100 (which
-;;     takes a subnormal gradient as zero);
-;;   - v is stored as zero below 2^-106, and the gradient counts towards v from 2^-56, so
-;;     c2 * g * g never drops below 2^-126 (for c2 from 2^-14, beta2 up to 0.99994).
-;; Only the moments of a parameter whose gradient stays zero or nearly so sink that far: they
-;; decay by b1 and b2 each step, and the squares of gradients under 2^-63 are subnormal. With the
-;; moments alone held to 2^-126, the example MLP's learner slowed from 116,000 to 97,000 samples/s
-;; over 140,000 steps as its gradients shrank, this kernel's share of a step going from 10 to 16 %;
-;; with these floors its share stayed at 10-11 %. What the floors take off an update is below the rounding of any
-;; parameter farther than about 1e-18 from zero: m under 2^-100 moves one by less than
-;; step * 2^-100 / epsHat (about 1e-25 with the default learning rate and epsilon), v under
-;; 2^-106 has a root under 2^-53, which the default epsHat (from 3e-9) rounds away, and the
-;; squares dropped sum to less than 2^-112. NaN is kept.
+;; No operation here makes a subnormal float32 in the course of training, where x86 takes a
+;; microcode assist of about a hundred cycles (TensorFlow runs its CPU kernels with flush-to-zero
+;; instead, which WebAssembly cannot ask for). Two floors, in magnitude:
+;;   - the gradient that goes into v is taken as at least 2^-56, so g * g is at least 2^-112
+;;     (as Adafactor adds 1e-30 to it) and c2 * g * g, and with it v, at least 2^-126 (for c2
+;;     from 2^-14, beta2 up to 0.99994); the squares of gradients under 2^-63 are subnormal, and a
+;;     learner's gradients get there as it trains (a unit that no longer fires, an example it has
+;;     learnt), and v would then decay by b2 into the subnormal range;
+;;   - m is stored as zero below 2^-100, so neither b1 * m nor step * m is subnormal while m
+;;     decays, as it does by b1 each step where the gradient stays near zero.
+;; With the moments alone held to 2^-126 (stored as zero below it), the example MLP's learner
+;; slowed from 116,000 to 97,000 samples/s over 140,000 steps, this kernel's share of a step going
+;; from 10 to 16 %; with these floors its share stayed at 10-11 %, and the kernel takes as many
+;; operations as before. A subnormal gradient is still taken as it is into m (c1 * g): gradients
+;; do not come that close to zero without passing through zero. What the floors change of an
+;; update is below the rounding of any parameter farther than about 1e-18 from zero: m under
+;; 2^-100 moves one by less than step * 2^-100 / epsHat (about 1e-25 with the default learning
+;; rate and epsilon), and a v of 2^-112 has a root of 2^-56, which the default epsHat (from 3e-9)
+;; rounds away. NaN is kept: the floor is taken where the gradient compares below it
+;; (`f32x4.pmax`, one instruction on x86), which NaN does not.
 (module
   (import "env" "memory" (memory 1 65536 shared))
 
@@ -45,9 +49,8 @@
     (local $epsv v128) (local $l2v v128) (local $decayv v128)
     (local $p v128) (local $g v128) (local $mi v128) (local $vi v128)
     (local $ps f32) (local $gs f32) (local $ms f32) (local $vs f32)
-    (local $mFloor v128) (local $vFloor v128) (local $gFloor v128) (local $gm v128)
+    (local $mFloor v128) (local $gFloor v128)
     (local.set $mFloor (f32x4.splat (f32.const 0x1p-100)))
-    (local.set $vFloor (f32x4.splat (f32.const 0x1p-106)))
     (local.set $gFloor (f32x4.splat (f32.const 0x1p-56)))
     (local.set $stepv (f32x4.splat (local.get $step)))
     (local.set $b1v (f32x4.splat (local.get $b1)))
@@ -59,8 +62,7 @@
     (local.set $decayv (f32x4.splat (local.get $decay)))
     (local.set $end (i32.shl (local.get $n) (i32.const 2)))
     (local.set $vectorEnd (i32.and (local.get $end) (i32.const -16)))
-    ;; Plain Adam (neither decay) has a vector loop of its own. In both, v is never negative, so
-    ;; it is held against its floor without taking its magnitude (NaN compares false).
+    ;; Plain Adam (neither decay) has a vector loop of its own.
     (if (i32.and (f32.eq (local.get $l2) (f32.const 0)) (f32.eq (local.get $decay) (f32.const 0)))
       (then
         (block $plainDone
@@ -68,22 +70,17 @@
             (br_if $plainDone (i32.ge_u (local.get $i) (local.get $vectorEnd)))
             (local.set $p (v128.load (i32.add (local.get $param) (local.get $i))))
             (local.set $g (v128.load (i32.add (local.get $grad) (local.get $i))))
-            (local.set $gm (f32x4.abs (local.get $g)))
             (local.set $mi
               (f32x4.add
                 (f32x4.mul (local.get $b1v) (v128.load (i32.add (local.get $m) (local.get $i))))
-                (f32x4.mul
-                  (local.get $c1v)
-                  (v128.andnot (local.get $g) (f32x4.lt (local.get $gm) (local.get $mFloor))))))
-            (local.set $g (v128.andnot (local.get $g) (f32x4.lt (local.get $gm) (local.get $gFloor))))
+                (f32x4.mul (local.get $c1v) (local.get $g))))
+            (local.set $g (f32x4.pmax (f32x4.abs (local.get $g)) (local.get $gFloor)))
             (local.set $vi
               (f32x4.add
                 (f32x4.mul (local.get $b2v) (v128.load (i32.add (local.get $v) (local.get $i))))
                 (f32x4.mul (f32x4.mul (local.get $c2v) (local.get $g)) (local.get $g))))
             (local.set $mi
               (v128.andnot (local.get $mi) (f32x4.lt (f32x4.abs (local.get $mi)) (local.get $mFloor))))
-            (local.set $vi
-              (v128.andnot (local.get $vi) (f32x4.lt (local.get $vi) (local.get $vFloor))))
             (v128.store (i32.add (local.get $m) (local.get $i)) (local.get $mi))
             (v128.store (i32.add (local.get $v) (local.get $i)) (local.get $vi))
             (v128.store (i32.add (local.get $out) (local.get $i))
@@ -103,22 +100,17 @@
               (f32x4.add
                 (v128.load (i32.add (local.get $grad) (local.get $i)))
                 (f32x4.mul (local.get $l2v) (local.get $p))))
-            (local.set $gm (f32x4.abs (local.get $g)))
             (local.set $mi
               (f32x4.add
                 (f32x4.mul (local.get $b1v) (v128.load (i32.add (local.get $m) (local.get $i))))
-                (f32x4.mul
-                  (local.get $c1v)
-                  (v128.andnot (local.get $g) (f32x4.lt (local.get $gm) (local.get $mFloor))))))
-            (local.set $g (v128.andnot (local.get $g) (f32x4.lt (local.get $gm) (local.get $gFloor))))
+                (f32x4.mul (local.get $c1v) (local.get $g))))
+            (local.set $g (f32x4.pmax (f32x4.abs (local.get $g)) (local.get $gFloor)))
             (local.set $vi
               (f32x4.add
                 (f32x4.mul (local.get $b2v) (v128.load (i32.add (local.get $v) (local.get $i))))
                 (f32x4.mul (f32x4.mul (local.get $c2v) (local.get $g)) (local.get $g))))
             (local.set $mi
               (v128.andnot (local.get $mi) (f32x4.lt (f32x4.abs (local.get $mi)) (local.get $mFloor))))
-            (local.set $vi
-              (v128.andnot (local.get $vi) (f32x4.lt (local.get $vi) (local.get $vFloor))))
             (v128.store (i32.add (local.get $m) (local.get $i)) (local.get $mi))
             (v128.store (i32.add (local.get $v) (local.get $i)) (local.get $vi))
             (v128.store (i32.add (local.get $out) (local.get $i))
@@ -142,19 +134,15 @@
         (local.set $ms
           (f32.add
             (f32.mul (local.get $b1) (f32.load (i32.add (local.get $m) (local.get $i))))
-            (f32.mul
-              (local.get $c1)
-              (select (f32.const 0) (local.get $gs) (f32.lt (f32.abs (local.get $gs)) (f32.const 0x1p-100))))))
-        (local.set $gs
-          (select (f32.const 0) (local.get $gs) (f32.lt (f32.abs (local.get $gs)) (f32.const 0x1p-56))))
+            (f32.mul (local.get $c1) (local.get $gs))))
+        (local.set $gs (f32.abs (local.get $gs)))
+        (local.set $gs (select (f32.const 0x1p-56) (local.get $gs) (f32.lt (local.get $gs) (f32.const 0x1p-56))))
         (local.set $vs
           (f32.add
             (f32.mul (local.get $b2) (f32.load (i32.add (local.get $v) (local.get $i))))
             (f32.mul (f32.mul (local.get $c2) (local.get $gs)) (local.get $gs))))
         (local.set $ms
           (select (f32.const 0) (local.get $ms) (f32.lt (f32.abs (local.get $ms)) (f32.const 0x1p-100))))
-        (local.set $vs
-          (select (f32.const 0) (local.get $vs) (f32.lt (local.get $vs) (f32.const 0x1p-106))))
         (f32.store (i32.add (local.get $m) (local.get $i)) (local.get $ms))
         (f32.store (i32.add (local.get $v) (local.get $i)) (local.get $vs))
         (f32.store (i32.add (local.get $out) (local.get $i))
