@@ -121,8 +121,8 @@ export function adamUpdate(
  * `adamUpdate`). The default epsilon is
  * TensorFlow.js's float32 backend epsilon, 1e-7. The bias corrections `1 - b^t` are computed in
  * float32 like TensorFlow.js does, since their cancellation dominates the difference otherwise.
- * The L2 weight decay `weightDecay * param` is added to the gradient first. Moments and the
- * gradient's share in them are held to floors far above the subnormal range (`ADAM_FLOORS`).
+ * The L2 weight decay `weightDecay * param` is added to the gradient first. The first moment is
+ * stored as zero below a floor and the squared gradient taken as at least one (`ADAM_FLOORS`).
  */
 export const adamKernel: OptimizerKernel = {
   name: 'adam',

@@ -188,6 +188,15 @@ function copyInto(inHeap: boolean, values: Float32Array): Float32Array {
   return array;
 }
 
+/** The SIMD kernel named `name`, with `given` resolved over its defaults. */
+function simdKernelWith(
+  name: string,
+  given: Partial<OptimizerHyperparams>,
+): { kernel: OptimizerKernel; hyper: OptimizerHyperparams } {
+  const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
+  return { kernel, hyper: resolveHyperparams(kernel, given) };
+}
+
 describe('simd kernels', () => {
   it.each(SIMD_OPTIMIZER_KERNELS.map((k) => [k.kernel.name, k] as const))(
     'simd kernels - %s gives the plain kernel results within float32 rounding, wherever its arrays live',
@@ -263,8 +272,7 @@ describe('simd kernels', () => {
   ] as const)(
     'simd kernels - %s %j stores decayed state below the smallest normal float32 as zero, in both paths, and keeps NaN',
     (name, given) => {
-      const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
-      const hyper = resolveHyperparams(kernel, given);
+      const { kernel, hyper } = simdKernelWith(name, given);
       // Six elements: the vector loop and the scalar tail. Subnormal, normal, NaN, subnormal of
       // either sign, and the smallest normal float32, which decays into the subnormal range.
       const start = [1e-39, 1e-3, NaN, -1e-40, 1e-45, 2 ** -126];
@@ -293,8 +301,7 @@ describe('simd kernels', () => {
   ] as const)(
     'simd kernels - %s %j: gradients near zero and subnormal moments leave no subnormal state, in both paths, and the parameters as Adam without floors leaves them',
     (name, given) => {
-      const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
-      const hyper = resolveHyperparams(kernel, given);
+      const { kernel, hyper } = simdKernelWith(name, given);
       // Seven elements (the vector loop and the scalar tail): gradients whose squares are
       // subnormal, a subnormal gradient, gradients about the floors, and a normal one.
       const scales = [1e-20, 1e-40, -3e-31, 2 ** -101, -(2 ** -57), 1e-30, 0.01];
@@ -342,8 +349,7 @@ describe('simd kernels', () => {
   ] as const)(
     'simd kernels - %s %j: a decay of zero adds nothing, so a parameter that is not finite leaves its moments as its gradient makes them, in both paths',
     (name, given) => {
-      const { kernel } = SIMD_OPTIMIZER_KERNELS.find((k) => k.kernel.name === name)!;
-      const hyper = resolveHyperparams(kernel, given);
+      const { kernel, hyper } = simdKernelWith(name, given);
       // Six elements: the vector loop and the scalar tail, a non-finite parameter in each.
       const start = [0.5, Infinity, 0.5, -0.25, NaN, 0.5];
       const grad = Float32Array.of(0.1, 0.1, 0.1, -0.2, -0.2, 0.1);
