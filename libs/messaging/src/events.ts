@@ -1,7 +1,3 @@
-import type { NatsConnection } from '@nats-io/transport-node';
-import { encodeJson } from './json-codec.js';
-import { SUBJECTS } from './subjects.js';
-
 /** Why a job stopped. */
 export type StopReason = 'target' | 'patience' | 'maxEpochs' | 'maxSeconds' | 'manual';
 
@@ -74,13 +70,8 @@ export type JobEvent =
     }
   | { type: 'evaluation-failed'; jobId: string; at: string; error: string; version?: number };
 
-/** A job event without the fields `publishEvent` fills in. */
+/** A job event without the fields `JobEventPublisher.publish` fills in. */
 export type JobEventInput = JobEvent extends infer E ? (E extends JobEvent ? Omit<E, 'at'> : never) : never;
-
-/** Publishes an event on the job's events subject (captured by the events stream). */
-export function publishEvent(nc: NatsConnection, event: JobEventInput): void {
-  nc.publish(SUBJECTS.events(event.jobId), encodeJson({ ...event, at: new Date().toISOString() }));
-}
 
 /** The state of a job as seen by workers, kept in the jobs bucket. */
 export type JobState = 'running' | 'waiting' | 'stopped' | 'failed';

@@ -20,7 +20,15 @@ export {
   waitForJetStream,
 } from './jetstream-readiness.js';
 export type { Buckets } from './streams.js';
-export { publishEvent } from './events.js';
+export {
+  EVENT_ACK_TIMEOUT_MS,
+  EVENT_QUEUE_LIMIT,
+  EVENT_RETRY_MAX_MS,
+  EVENT_RETRY_MIN_MS,
+  EVENT_SHUTDOWN_FLUSH_MS,
+  JobEventPublisher,
+} from './event-publisher.js';
+export type { JobEventPublisherOptions } from './event-publisher.js';
 export { WATCH_REOPEN_MAX_MS, WATCH_REOPEN_MIN_MS, watchBucket } from './bucket-watch.js';
 export { listBucketKeys } from './bucket-keys.js';
 export { NATS_ROLES, ROLE_PERMISSIONS } from './role-permissions.js';

@@ -10,7 +10,14 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import type { KvWatchEntry } from '@nats-io/kv';
 import { prepareJobSpecValidation, validateJobSpec, type JobSpec } from '#libs/job-spec';
 import { MasterClient, parseJobRecord } from '#libs/master-client';
-import { watchBucket, type Buckets, type JobRecord, type NatsConnection } from '#libs/messaging';
+import {
+  EVENT_SHUTDOWN_FLUSH_MS,
+  JobEventPublisher,
+  watchBucket,
+  type Buckets,
+  type JobRecord,
+  type NatsConnection,
+} from '#libs/messaging';
 import { MemberBeacon } from '#libs/service-runtime';
 import { EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
 import type { LineLogger } from '#libs/logging';
@@ -55,6 +62,8 @@ export class Evaluator {
   private readonly beacon: MemberBeacon;
   private js: JetStreamClient | undefined;
   private jsm: JetStreamManager | undefined;
+  /** Publishes every run's events; made in `start`. */
+  private events: JobEventPublisher | undefined;
   private watch: { stop(): void } | undefined;
   private watching: Promise<void> | undefined;
   private updates: Promise<void> = Promise.resolve();
@@ -87,6 +96,7 @@ export class Evaluator {
     prepareJobSpecValidation();
     this.js = jetstream(this.nc);
     this.jsm = await jetstreamManager(this.nc);
+    this.events = new JobEventPublisher(this.js, this.logger);
     this.beacon.start();
     const iter = await watchBucket(this.buckets.jobs, { name: 'watch of the jobs bucket', logger: this.logger });
     this.watch = iter;
@@ -111,6 +121,8 @@ export class Evaluator {
     this.runs.clear();
     await this.beacon.stop();
     await this.params.close();
+    await this.events?.flush(EVENT_SHUTDOWN_FLUSH_MS);
+    this.events?.close();
   }
 
   private async onEntry(entry: KvWatchEntry): Promise<void> {
@@ -166,7 +178,7 @@ export class Evaluator {
       this.logger.log(`job ${record.jobId}: stopped and already exported to ${spec.output}; completing its history`);
       // An evaluator that died between the export and the last history line left it short.
       void new JobHistory(
-        { nc: this.nc, js: this.js!, jsm: this.jsm!, logger: this.logger },
+        { events: this.events!, js: this.js!, jsm: this.jsm!, logger: this.logger },
         { jobId: record.jobId, startedAt: record.startedAt, output: spec.output, metric: spec.evaluation.metric },
       ).finish();
       return;
@@ -188,9 +200,9 @@ export class Evaluator {
   private newRun(record: JobRecord, spec: JobSpec): JobEvaluation {
     const run = new JobEvaluation(
       {
-        nc: this.nc,
         js: this.js!,
         jsm: this.jsm!,
+        events: this.events!,
         params: this.params,
         evaluationSets: this.evaluationSets,
         master: new MasterClient(this.nc, this.options.id, { logger: this.logger }),

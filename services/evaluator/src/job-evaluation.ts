@@ -11,7 +11,7 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { JobSpec } from '#libs/job-spec';
 import type { PlainTensor } from '#libs/learner';
 import type { MasterClient } from '#libs/master-client';
-import { SUBJECTS, encodeJson, publishEvent, type JobRecord, type NatsConnection } from '#libs/messaging';
+import { SUBJECTS, encodeJson, type JobEventPublisher, type JobRecord } from '#libs/messaging';
 import { BestSoFar, type Scored } from './best-so-far.js';
 import {
   FAULT_REPORT_BUDGET_MS,
@@ -37,9 +37,10 @@ export type JobActivity = 'evaluating' | 'exporting' | 'done';
 
 /** What a {@link JobEvaluation} works with. */
 export interface JobEvaluationDeps {
-  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
+  /** Where the run's events (metrics, export, failures) go to the events stream. */
+  events: JobEventPublisher;
   params: SnapshotParamsSource;
   evaluationSets: EvaluationSetCache;
   /** Asks the master for the job's status (samples trained). */
@@ -230,7 +231,7 @@ export class JobEvaluation {
       const best = this.bestSoFar.bestValue;
       const metric = this.spec.evaluation.metric;
       this.deps.metrics?.evaluated(this.jobId, { metric, value, loss: metrics.loss, best, version, seconds });
-      publishEvent(this.deps.nc, {
+      this.deps.events.publish({
         type: 'metrics',
         jobId: this.jobId,
         version,
@@ -295,7 +296,7 @@ export class JobEvaluation {
     }
     if (text === this.lastReportedError) return;
     this.lastReportedError = text;
-    publishEvent(this.deps.nc, {
+    this.deps.events.publish({
       type: 'evaluation-failed',
       jobId: this.jobId,
       error: text,
@@ -330,7 +331,7 @@ export class JobEvaluation {
         this.deps,
       );
       await writeSummary(this.spec.output, summary);
-      publishEvent(this.deps.nc, {
+      this.deps.events.publish({
         type: 'model-exported',
         jobId: this.jobId,
         output: this.spec.output,
@@ -362,7 +363,7 @@ export class JobEvaluation {
       current = await this.feed.loadCurrent();
     } catch (err) {
       this.deps.logger.error(`job ${this.jobId}: nothing to export: ${errorMessage(err)}`);
-      publishEvent(this.deps.nc, {
+      this.deps.events.publish({
         type: 'evaluation-failed',
         jobId: this.jobId,
         error: `nothing to export: ${errorMessage(err)}`,

@@ -6,7 +6,7 @@ import {
   connectNats,
   encodeJson,
   ensureStreams,
-  publishEvent,
+  JobEventPublisher,
   type JobEventInput,
   type NatsConnection,
 } from '#libs/messaging';
@@ -28,20 +28,26 @@ describe('job history', () => {
   let servers: TestServers;
   let nc: NatsConnection;
   let jsm: JetStreamManager;
+  let publisher: JobEventPublisher;
 
   beforeAll(async () => {
     servers = await startTestServers();
     nc = await connectNats(servers.nats.url, 'job history test');
     jsm = await ensureStreams(nc);
+    publisher = new JobEventPublisher(jsm.jetstream(), logger);
   });
 
   afterAll(async () => {
+    publisher?.close();
     await nc?.close();
     await servers?.stop();
   });
 
   const history = (jobId: string, output: string, startedAt: string) =>
-    new JobHistory({ nc, js: jsm.jetstream(), jsm, logger }, { jobId, startedAt, output, metric: 'accuracy' });
+    new JobHistory(
+      { events: publisher, js: jsm.jetstream(), jsm, logger },
+      { jobId, startedAt, output, metric: 'accuracy' },
+    );
   const metrics = (jobId: string, version: number, samples?: number): JobEventInput => ({
     type: 'metrics',
     jobId,
@@ -57,11 +63,11 @@ describe('job history', () => {
     const jobId = 'history-a';
     const output = join(servers.dir, 'out-a');
     const startedAt = new Date().toISOString();
-    publishEvent(nc, { type: 'submitted', jobId });
-    publishEvent(nc, { type: 'started', jobId, epoch: 0, tasksPerEpoch: 4, records: 40 });
-    publishEvent(nc, metrics(jobId, 1, 8));
+    publisher.publish({ type: 'submitted', jobId });
+    publisher.publish({ type: 'started', jobId, epoch: 0, tasksPerEpoch: 4, records: 40 });
+    publisher.publish(metrics(jobId, 1, 8));
     // Another job's events are not this one's history.
-    publishEvent(nc, { type: 'submitted', jobId: 'history-other' });
+    publisher.publish({ type: 'submitted', jobId: 'history-other' });
 
     const first = history(jobId, output, startedAt);
     await first.finish();
@@ -69,11 +75,14 @@ describe('job history', () => {
 
     // The evaluator died in the middle of a line; events went on meanwhile.
     appendFileSync(join(output, EVENTS_FILE), '{"seq":99,"type":"metr');
-    publishEvent(nc, metrics(jobId, 2));
-    nc.publish(
-      SUBJECTS.events(jobId),
-      encodeJson({ type: 'stopped', jobId, at: new Date().toISOString(), reason: 'target' }),
-    );
+    publisher.publish(metrics(jobId, 2));
+    // Another process's event, stored before this writer starts.
+    await jsm
+      .jetstream()
+      .publish(
+        SUBJECTS.events(jobId),
+        encodeJson({ type: 'stopped', jobId, at: new Date().toISOString(), reason: 'target' }),
+      );
     const second = history(jobId, output, startedAt);
     second.start();
     await second.finish();

@@ -6,7 +6,7 @@
  */
 import { DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type { LineLogger } from '#libs/logging';
-import { STREAMS, SUBJECTS, type JobEvent, type NatsConnection } from '#libs/messaging';
+import { STREAMS, SUBJECTS, type JobEvent, type JobEventPublisher } from '#libs/messaging';
 import { sleep } from '#libs/retry';
 import { HISTORY_DRAIN_TIMEOUT_MS, HISTORY_START_MARGIN_MS, SNAPSHOT_RETRY_DELAY_MS } from './defaults.js';
 import { errorMessage } from './errors.js';
@@ -14,7 +14,8 @@ import { HistoryFiles, metricsLine } from './history-files.js';
 
 /** What a {@link JobHistory} reads from. */
 export interface JobHistoryDeps {
-  nc: NatsConnection;
+  /** The publisher of this process's events, which `finish` waits for. */
+  events: JobEventPublisher;
   js: JetStreamClient;
   jsm: JetStreamManager;
   logger: LineLogger;
@@ -55,12 +56,12 @@ export class JobHistory {
   async finish(timeoutMs = HISTORY_DRAIN_TIMEOUT_MS): Promise<void> {
     this.start();
     try {
-      await this.deps.nc.flush();
+      const deadline = Date.now() + timeoutMs;
+      await this.deps.events.flush(timeoutMs);
       const last = await this.deps.jsm.streams
         .getMessage(STREAMS.events.name, { last_by_subj: SUBJECTS.events(this.run.jobId) })
         .then((m) => m?.seq ?? 0)
         .catch(() => 0);
-      const deadline = Date.now() + timeoutMs;
       while (this.written < last && Date.now() < deadline) await sleep(50);
       if (this.written < last) {
         this.deps.logger.warn(`job ${this.run.jobId}: history stops at event #${this.written} of ${last}`);

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown } from '@nestjs/common';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import {
   KV_BUCKETS,
@@ -7,15 +7,15 @@ import {
   decodeJsonObject,
   encodeJson,
   ensureTrainerConsumer,
+  EVENT_SHUTDOWN_FLUSH_MS,
+  JobEventPublisher,
   LatestValueWriter,
-  publishEvent,
   type Buckets,
   type JobEventInput,
   type JobRecord,
-  type NatsConnection,
   type TaskMessage,
 } from '#libs/messaging';
-import { BUCKETS, NATS_CONNECTION } from '#libs/service-runtime';
+import { BUCKETS } from '#libs/service-runtime';
 import { FencedWriteError, NotInOfficeError } from './errors.js';
 import { JobStore, type StoredJob } from './job-store.js';
 import { Leadership } from './leadership.js';
@@ -24,26 +24,34 @@ import type { QueueChange } from './task-queue.js';
 
 /**
  * Where a job's changes go out: Redis (one atomic write per transition, fenced by the lease
- * token of the term that made it), the events subject, the tasks stream and the jobs bucket.
+ * token of the term that made it), the events stream (each event acknowledged, retried until it
+ * is, in order), the tasks stream and the jobs bucket.
  * A write the fence refuses makes the master leave office at once. Jobs-bucket entries go
  * through one `LatestValueWriter` per term, which keeps trying a failed write (newest value per
  * job wins) until the term ends.
  */
 @Injectable()
-export class JobChannels {
+export class JobChannels implements BeforeApplicationShutdown {
   private readonly logger = new Logger('JobChannels');
   private readonly js: JetStreamClient;
+  private readonly events: JobEventPublisher;
   /** The current term's writer of jobs-bucket entries; none between terms. */
   private records: LatestValueWriter | undefined;
 
   constructor(
-    @Inject(NATS_CONNECTION) private readonly nc: NatsConnection,
     @Inject(BUCKETS) private readonly buckets: Buckets,
     @Inject(JETSTREAM_MANAGER) private readonly jsm: JetStreamManager,
     @Inject(JobStore) readonly store: JobStore,
     @Inject(Leadership) private readonly leadership: Leadership,
   ) {
     this.js = jsm.jetstream();
+    this.events = new JobEventPublisher(this.js, this.logger);
+  }
+
+  /** Gives the events not stored yet (a job's `stopped`, say) a last chance before NATS closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.events.flush(EVENT_SHUTDOWN_FLUSH_MS);
+    this.events.close();
   }
 
   /**
@@ -73,9 +81,12 @@ export class JobChannels {
     return this.fenced(this.store.rewrite(job, fence));
   }
 
-  /** Publishes a lifecycle event (fire and forget; the events stream keeps it). */
+  /**
+   * Publishes a lifecycle event. Returns at once: the event goes out after those before it, and
+   * is tried again until the events stream stores it.
+   */
   publishEvent(event: JobEventInput): void {
-    publishEvent(this.nc, event);
+    this.events.publish(event);
   }
 
   /** Publishes a task on the job's tasks subject; the dispatch id doubles as the dedup id. */

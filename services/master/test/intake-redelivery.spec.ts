@@ -64,7 +64,7 @@ describe('intake redelivery', () => {
       maxJobFaults: MAX_JOB_FAULTS,
     } as unknown as CommonConfig & MasterConfig;
     store = new JobStore(redis, 'redelivery');
-    const channels = new JobChannels(nc, buckets, jsm, store, {} as Leadership);
+    const channels = new JobChannels(buckets, jsm, store, {} as Leadership);
     roster = new JobRoster(channels, settings);
     intake = new JobIntake(jsm, roster, channels, settings, { dispatchNow: () => undefined });
   });

@@ -42,7 +42,7 @@ describe('job records', () => {
     redis = await connectRedis(servers.redis.url, 'job-records-test');
     buckets = await openBuckets(nc);
     const store = new JobStore(redis, 'records');
-    channels = new JobChannels(nc, buckets, await jetstreamManager(nc), store, {} as Leadership);
+    channels = new JobChannels(buckets, await jetstreamManager(nc), store, {} as Leadership);
     roster = new JobRoster(channels, { durationWindow: 20 } as unknown as CommonConfig & MasterConfig);
   });
 
