@@ -1,4 +1,4 @@
-import type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
+import { SQUARED_GRADIENT_FLOOR, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
 
 /**
  * Adam's floors, in magnitude: the first moment is stored as zero below `moment`, and the square
@@ -8,7 +8,7 @@ import type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
  * shrink, and what they change of an update is below the rounding of any parameter farther than
  * about 1e-18 from zero. The plain kernel applies the same floors, so both keep the same state.
  */
-export const ADAM_FLOORS = { moment: 2 ** -100, squaredGradient: 2 ** -112 } as const;
+export const ADAM_FLOORS = { moment: 2 ** -100, squaredGradient: SQUARED_GRADIENT_FLOOR } as const;
 
 const sqrt = Math.sqrt;
 

@@ -30,11 +30,12 @@ export {
   optimizerStateSlots,
   resolveHyperparams,
 } from './registry.js';
-export { rmspropKernel } from './rmsprop.js';
+export { rmspropKernel, rmspropScalars } from './rmsprop.js';
 export { sgdKernel } from './sgd.js';
 export { SimdKernelBackend, loadSimdKernelBackend } from './simd/simd-backend.js';
 export { SIMD_OPTIMIZER_KERNELS } from './simd/registry.js';
 export type { AdamScalars } from './adam.js';
+export { SQUARED_GRADIENT_FLOOR } from './kernel.js';
 export type { OptimizerHyperparams, OptimizerKernel } from './kernel.js';
 export type { LearningRateSchedule } from './learning-rate-schedule.js';
 export type { GradientSum, KernelBackend, KernelBackendName } from './kernel-backend.js';

@@ -37,11 +37,24 @@ export interface OptimizerHyperparams {
  * SIMD Adam step of the example MLP. What the flush changes of an update is below the rounding of
  * any parameter farther than about 1e-28 from zero. The plain kernels compare against a local
  * copy of it inside their loops: called as a function imported from here, the check made the
- * plain Adam loop 1.7 times as slow. Adam holds its first moment to a higher floor and takes its
- * squared gradients as at least a floor, so that none of its operations makes a subnormal either
- * (`ADAM_FLOORS`).
+ * plain Adam loop 1.7 times as slow. Adam holds its first moment to a higher floor (`ADAM_FLOORS`),
+ * and the kernels that square gradients take each square as at least {@link SQUARED_GRADIENT_FLOOR},
+ * so that none of their operations makes a subnormal either.
  */
 export const FLOAT32_MIN_NORMAL = 2 ** -126;
+
+/**
+ * The least a squared gradient is taken as by Adam, RMSProp and Adagrad, 2^-112: the square of a
+ * gradient under 2^-63 in magnitude is subnormal in float32, and a learner's gradients get there as
+ * it trains (a unit that no longer fires, an example it has learnt). The SIMD kernels take the
+ * gradient's magnitude as at least 2^-56 before squaring it (`f32x4.pmax`, one instruction); the
+ * squared term then stays normal, and so does state that decays by at most 1 - 2^-14 a step while
+ * the term is added to it. Under these optimizers' square roots, what it adds is far below epsilon
+ * (a root of 2^-56 against one of 1e-7 at least). With gradients of 1e-20, the SIMD RMSProp step
+ * over the example MLP's 101,770 parameters took 250 µs without it and 77 µs with it, as it does
+ * with normal gradients. The plain kernels apply the same floor, so both keep the same state.
+ */
+export const SQUARED_GRADIENT_FLOOR = 2 ** -112;
 
 /**
  * One optimizer update, applied to a single parameter tensor in place.

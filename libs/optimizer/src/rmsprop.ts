@@ -1,4 +1,9 @@
-import { FLOAT32_MIN_NORMAL, type OptimizerHyperparams, type OptimizerKernel } from './kernel.js';
+import {
+  FLOAT32_MIN_NORMAL,
+  SQUARED_GRADIENT_FLOOR,
+  type OptimizerHyperparams,
+  type OptimizerKernel,
+} from './kernel.js';
 
 const { max, sqrt } = Math;
 
@@ -18,7 +23,9 @@ const CENTERED_SLOTS = [...PLAIN_SLOTS, 'meanGradient'] as const;
  * instead, which takes the square root of a negative number once the variance falls below
  * epsilon), with `ms - mg^2` held at zero or above where rounding would take it below. The mean
  * gradient is kept only when centered. The L2 weight decay `weightDecay * param` is added to the
- * gradient first. State below the smallest normal float32 is stored as zero (see `FLOAT32_MIN_NORMAL`).
+ * gradient first. State below the smallest normal float32 is stored as zero (see `FLOAT32_MIN_NORMAL`),
+ * and the squares of the gradient and of the mean gradient are taken as at least
+ * `SQUARED_GRADIENT_FLOOR`.
  */
 export const rmspropKernel: OptimizerKernel = {
   name: 'rmsprop',
@@ -33,15 +40,20 @@ export const rmspropKernel: OptimizerKernel = {
     const wd = hyper.weightDecay;
     const { decay: d, oneMinusDecay: c } = rmspropScalars(hyper);
     const tiny = FLOAT32_MIN_NORMAL;
+    const g2Floor = SQUARED_GRADIENT_FLOOR;
     if (hyper.centered) {
       for (let i = 0; i < param.length; i++) {
         const g = grad[i] + wd * param[i];
-        let s = ms[i] * d + g * g * c;
+        // The floors of the squares (NaN stays: it compares false).
+        const g2 = g * g;
+        let s = ms[i] * d + (g2 < g2Floor ? g2Floor : g2) * c;
         let a = mg[i] * d + g * c;
+        const a2 = a * a;
+        const variance = s - (a2 < g2Floor ? g2Floor : a2);
         // Stored as zero below the smallest normal float32 (s is never negative; NaN stays).
         if (s < tiny) s = 0;
         if (Math.abs(a) < tiny) a = 0;
-        let o = mom[i] * m + (g * lr) / sqrt(max(s - a * a, 0) + eps);
+        let o = mom[i] * m + (g * lr) / sqrt(max(variance, 0) + eps);
         if (Math.abs(o) < tiny) o = 0;
         ms[i] = s;
         mg[i] = a;
@@ -51,7 +63,8 @@ export const rmspropKernel: OptimizerKernel = {
     } else {
       for (let i = 0; i < param.length; i++) {
         const g = grad[i] + wd * param[i];
-        let s = ms[i] * d + g * g * c;
+        const g2 = g * g;
+        let s = ms[i] * d + (g2 < g2Floor ? g2Floor : g2) * c;
         if (s < tiny) s = 0;
         let o = mom[i] * m + (g * lr) / sqrt(s + eps);
         if (Math.abs(o) < tiny) o = 0;

@@ -11,7 +11,9 @@ import {
   createOptimizerState,
   jsKernelBackend,
   resolveHyperparams,
+  rmspropScalars,
   selectKernelBackend,
+  SQUARED_GRADIENT_FLOOR,
   type OptimizerHyperparams,
   type OptimizerKernel,
   type SimdKernelBackend,
@@ -281,14 +283,21 @@ describe('simd kernels', () => {
         const param = Float32Array.from(start, () => 0.5);
         const state = Array.from({ length: slots }, () => Float32Array.from(start));
         backend.update(kernel, param, param, new Float32Array(start.length), state, hyper, 2);
-        for (const slot of state) {
+        state.forEach((slot, k) => {
           const flushed = [0, 1, 3, 4, 5].map((i) => slot[i]!).filter((v) => v !== 0 && Math.abs(v) < 2 ** -126);
           expect({ backend: backend.name, flushed }).toEqual({ backend: backend.name, flushed: [] });
-          expect(slot[0]).toBe(0);
           expect(slot[1]).not.toBe(0);
           expect(slot[2]).toBeNaN();
-          expect(slot[5]).toBe(0);
-        }
+          if (name === 'rmsprop' && k === 0) {
+            // RMSProp's mean square takes the zero gradient's square as the floor, and keeps
+            // the decayed start on top of it (under a thousandth of it here).
+            const floor = Math.fround(rmspropScalars(hyper).oneMinusDecay * SQUARED_GRADIENT_FLOOR);
+            for (const i of [0, 5]) expect(slot[i]! / floor).toBeCloseTo(1, 2);
+          } else {
+            expect(slot[0]).toBe(0);
+            expect(slot[5]).toBe(0);
+          }
+        });
       }
     },
   );
@@ -339,6 +348,63 @@ describe('simd kernels', () => {
         for (let i = 0; i < n; i++) expect(param[i]).toBeCloseTo(ref.p[i]!, 6);
         // Where every gradient was tiny, the parameter moved only by its decay, as without floors.
         for (let i = 0; i < n - 1; i++) expect(param[i]).toBe(param[0]);
+      }
+    },
+  );
+
+  it.each([
+    ['rmsprop', { centered: false, momentum: 0.9 }],
+    ['rmsprop', { centered: true, momentum: 0.9 }],
+    ['rmsprop', { centered: true, momentum: 0, weightDecay: 1e-30 }],
+    ['adagrad', { initialAccumulatorValue: 0 }],
+    ['adagrad', { initialAccumulatorValue: 0, weightDecay: 1e-30 }],
+  ] as const)(
+    'simd kernels - %s %j: gradients near zero take their squares as at least the floor and leave no subnormal state, in both paths, and the parameters as without the floor',
+    (name, given) => {
+      const { kernel, hyper } = simdKernelWith(name, given);
+      // Seven elements (the vector loop and the scalar tail): gradients whose squares are
+      // subnormal, a subnormal gradient, gradients about the floor, and a normal one.
+      const scales = [1e-20, 1e-40, -3e-31, 2 ** -57, -(2 ** -55), 1e-30, 0.01];
+      const n = scales.length;
+      const { decay: d, oneMinusDecay: c } = rmspropScalars(hyper);
+      const rmsprop = name === 'rmsprop';
+      // The sum of squares is at least its share of one floored square.
+      const least = rmsprop ? Math.fround(c * SQUARED_GRADIENT_FLOOR) : SQUARED_GRADIENT_FLOOR;
+      for (const backend of [simd, jsKernelBackend]) {
+        const param = new Float32Array(n).fill(0.5);
+        const state = createOptimizerState(kernel, n, hyper);
+        // The float64 update without the floor (nor the flush), from the same start.
+        const ref = {
+          p: Array.from(param),
+          s: Array.from(state[0]!),
+          o: new Array<number>(n).fill(0),
+          a: new Array<number>(n).fill(0),
+        };
+        for (let step = 1; step <= 40; step++) {
+          const grad = Float32Array.from(scales, (x, i) => x * (1 + ((step * 7 + i) % 5) / 10));
+          backend.update(kernel, param, param, grad, state, hyper, step);
+          for (let i = 0; i < n; i++) {
+            const g = grad[i]! + hyper.weightDecay * ref.p[i]!;
+            if (rmsprop) {
+              ref.s[i] = d * ref.s[i]! + c * g * g;
+              ref.a[i] = d * ref.a[i]! + c * g;
+              const variance = hyper.centered ? Math.max(ref.s[i]! - ref.a[i]! ** 2, 0) : ref.s[i]!;
+              ref.o[i] = hyper.momentum * ref.o[i]! + (g * hyper.learningRate) / Math.sqrt(variance + hyper.epsilon);
+              ref.p[i] = ref.p[i]! - ref.o[i]!;
+            } else {
+              ref.s[i] = ref.s[i]! + g * g;
+              ref.p[i] = ref.p[i]! - (g / Math.sqrt(ref.s[i]! + hyper.epsilon)) * hyper.learningRate;
+            }
+          }
+          const [squares, ...others] = state as Float32Array[];
+          const under = [...squares!]
+            .filter((x) => !(x >= least))
+            .concat(others.flatMap((slot) => [...slot].filter((x) => x !== 0 && Math.abs(x) < 2 ** -126)));
+          expect({ backend: backend.name, step, under }).toEqual({ backend: backend.name, step, under: [] });
+        }
+        for (let i = 0; i < n; i++) expect(param[i]).toBeCloseTo(ref.p[i]!, 6);
+        // Where every gradient was tiny, the parameter did not move, as without the floor.
+        for (let i = 0; i < n - 1; i++) expect(param[i]).toBe(0.5);
       }
     },
   );

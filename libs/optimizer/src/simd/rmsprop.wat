@@ -5,6 +5,7 @@
 ;;              out[i] = param[i] - mom[i]
 ;;   centered:  as rmsprop, with mg[i] = mg[i] * d + g[i] * c and
 ;;              mom[i] = mom[i] * m + (g[i] * lr) / sqrt(max(ms[i] - mg[i] * mg[i], 0) + eps)
+;; (each square floored, see below)
 ;; where d is the decay and c = 1 - d, computed by the caller. Arrays are byte offsets, n counts
 ;; elements; four lanes at a time, then the remaining one to three elements one by one with the
 ;; same float32 operations. `out` may be `param`.
@@ -12,7 +13,14 @@
 ;; A mean square, mean gradient or moment below the smallest normal float32 (2^-126 in
 ;; magnitude) is stored as zero, as in adam.wat: state that decays while a gradient stays zero
 ;; would otherwise sink into the subnormal range, where x86 takes a microcode assist per
-;; operation, and stay there. NaN is kept.
+;; operation, and stay there. The squares are floored as in adam.wat (SQUARED_GRADIENT_FLOOR in
+;; kernel.ts): the gradient, and the mean gradient, are taken as at least 2^-56 in magnitude where
+;; they are squared (`f32x4.pmax`, which keeps NaN), since the square of one under 2^-63 is
+;; subnormal; so g * g * c, and with it ms, is at least 2^-126 for c from 2^-14, and the
+;; subtracted mean square of the centered form is not subnormal either. Over the example MLP's
+;; 101,770 parameters with gradients of 1e-20, the step took 250 us without the floor and 77 us
+;; with it (66-77 us with normal gradients), the centered one 478 and 103 us. The variance is held
+;; at zero or above with `f32x4.pmax` too, which keeps NaN as `f32x4.max` does, at less cost.
 (module
   (import "env" "memory" (memory 1 65536 shared))
 
@@ -23,8 +31,9 @@
     (local $lrv v128) (local $dv v128) (local $cv v128) (local $mv v128) (local $epsv v128) (local $wdv v128)
     (local $p v128) (local $g v128) (local $s v128) (local $o v128)
     (local $ps f32) (local $gs f32) (local $ss f32) (local $os f32)
-    (local $tinyv v128)
+    (local $tinyv v128) (local $gFloor v128) (local $q v128) (local $qs f32)
     (local.set $tinyv (f32x4.splat (f32.const 0x1p-126)))
+    (local.set $gFloor (f32x4.splat (f32.const 0x1p-56)))
     (local.set $lrv (f32x4.splat (local.get $lr)))
     (local.set $dv (f32x4.splat (local.get $d)))
     (local.set $cv (f32x4.splat (local.get $c)))
@@ -41,10 +50,11 @@
           (f32x4.add
             (v128.load (i32.add (local.get $grad) (local.get $i)))
             (f32x4.mul (local.get $wdv) (local.get $p))))
+        (local.set $q (f32x4.pmax (f32x4.abs (local.get $g)) (local.get $gFloor)))
         (local.set $s
           (f32x4.add
             (f32x4.mul (v128.load (i32.add (local.get $ms) (local.get $i))) (local.get $dv))
-            (f32x4.mul (f32x4.mul (local.get $g) (local.get $g)) (local.get $cv))))
+            (f32x4.mul (f32x4.mul (local.get $q) (local.get $q)) (local.get $cv))))
         (local.set $o
           (f32x4.add
             (f32x4.mul (v128.load (i32.add (local.get $mom) (local.get $i))) (local.get $mv))
@@ -68,10 +78,12 @@
           (f32.add
             (f32.load (i32.add (local.get $grad) (local.get $i)))
             (f32.mul (local.get $wd) (local.get $ps))))
+        (local.set $qs (f32.abs (local.get $gs)))
+        (local.set $qs (select (f32.const 0x1p-56) (local.get $qs) (f32.lt (local.get $qs) (f32.const 0x1p-56))))
         (local.set $ss
           (f32.add
             (f32.mul (f32.load (i32.add (local.get $ms) (local.get $i))) (local.get $d))
-            (f32.mul (f32.mul (local.get $gs) (local.get $gs)) (local.get $c))))
+            (f32.mul (f32.mul (local.get $qs) (local.get $qs)) (local.get $c))))
         (local.set $os
           (f32.add
             (f32.mul (f32.load (i32.add (local.get $mom) (local.get $i))) (local.get $m))
@@ -96,8 +108,9 @@
     (local $lrv v128) (local $dv v128) (local $cv v128) (local $mv v128) (local $epsv v128) (local $wdv v128)
     (local $zero v128) (local $p v128) (local $g v128) (local $s v128) (local $a v128) (local $o v128)
     (local $ps f32) (local $gs f32) (local $ss f32) (local $as f32) (local $os f32)
-    (local $tinyv v128)
+    (local $tinyv v128) (local $gFloor v128) (local $q v128) (local $qs f32) (local $aq v128) (local $aqs f32)
     (local.set $tinyv (f32x4.splat (f32.const 0x1p-126)))
+    (local.set $gFloor (f32x4.splat (f32.const 0x1p-56)))
     (local.set $lrv (f32x4.splat (local.get $lr)))
     (local.set $dv (f32x4.splat (local.get $d)))
     (local.set $cv (f32x4.splat (local.get $c)))
@@ -115,14 +128,16 @@
           (f32x4.add
             (v128.load (i32.add (local.get $grad) (local.get $i)))
             (f32x4.mul (local.get $wdv) (local.get $p))))
+        (local.set $q (f32x4.pmax (f32x4.abs (local.get $g)) (local.get $gFloor)))
         (local.set $s
           (f32x4.add
             (f32x4.mul (v128.load (i32.add (local.get $ms) (local.get $i))) (local.get $dv))
-            (f32x4.mul (f32x4.mul (local.get $g) (local.get $g)) (local.get $cv))))
+            (f32x4.mul (f32x4.mul (local.get $q) (local.get $q)) (local.get $cv))))
         (local.set $a
           (f32x4.add
             (f32x4.mul (v128.load (i32.add (local.get $mg) (local.get $i))) (local.get $dv))
             (f32x4.mul (local.get $g) (local.get $cv))))
+        (local.set $aq (f32x4.pmax (f32x4.abs (local.get $a)) (local.get $gFloor)))
         (local.set $o
           (f32x4.add
             (f32x4.mul (v128.load (i32.add (local.get $mom) (local.get $i))) (local.get $mv))
@@ -130,7 +145,7 @@
               (f32x4.mul (local.get $g) (local.get $lrv))
               (f32x4.sqrt
                 (f32x4.add
-                  (f32x4.max (f32x4.sub (local.get $s) (f32x4.mul (local.get $a) (local.get $a))) (local.get $zero))
+                  (f32x4.pmax (f32x4.sub (local.get $s) (f32x4.mul (local.get $aq) (local.get $aq))) (local.get $zero))
                   (local.get $epsv))))))
         (local.set $s
           (v128.andnot (local.get $s) (f32x4.lt (f32x4.abs (local.get $s)) (local.get $tinyv))))
@@ -152,14 +167,18 @@
           (f32.add
             (f32.load (i32.add (local.get $grad) (local.get $i)))
             (f32.mul (local.get $wd) (local.get $ps))))
+        (local.set $qs (f32.abs (local.get $gs)))
+        (local.set $qs (select (f32.const 0x1p-56) (local.get $qs) (f32.lt (local.get $qs) (f32.const 0x1p-56))))
         (local.set $ss
           (f32.add
             (f32.mul (f32.load (i32.add (local.get $ms) (local.get $i))) (local.get $d))
-            (f32.mul (f32.mul (local.get $gs) (local.get $gs)) (local.get $c))))
+            (f32.mul (f32.mul (local.get $qs) (local.get $qs)) (local.get $c))))
         (local.set $as
           (f32.add
             (f32.mul (f32.load (i32.add (local.get $mg) (local.get $i))) (local.get $d))
             (f32.mul (local.get $gs) (local.get $c))))
+        (local.set $aqs (f32.abs (local.get $as)))
+        (local.set $aqs (select (f32.const 0x1p-56) (local.get $aqs) (f32.lt (local.get $aqs) (f32.const 0x1p-56))))
         (local.set $os
           (f32.add
             (f32.mul (f32.load (i32.add (local.get $mom) (local.get $i))) (local.get $m))
@@ -167,7 +186,7 @@
               (f32.mul (local.get $gs) (local.get $lr))
               (f32.sqrt
                 (f32.add
-                  (f32.max (f32.sub (local.get $ss) (f32.mul (local.get $as) (local.get $as))) (f32.const 0))
+                  (f32.max (f32.sub (local.get $ss) (f32.mul (local.get $aqs) (local.get $aqs))) (f32.const 0))
                   (local.get $eps))))))
         (local.set $ss
           (select (f32.const 0) (local.get $ss) (f32.lt (f32.abs (local.get $ss)) (f32.const 0x1p-126))))
