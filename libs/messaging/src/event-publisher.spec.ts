@@ -117,6 +117,23 @@ describe('job event publisher', () => {
     publisher.close();
   });
 
+  it('job event publisher - on a closed connection gives up at once, saying what it dropped', async () => {
+    const closing = await connectNats(servers.nats.url, 'event publisher closed test');
+    const { seen, logger } = lines();
+    const publisher = new JobEventPublisher(jetstream(closing), logger, FAST);
+    await closing.close();
+    publisher.publish({ type: 'stopped', jobId: 'ev-closed', reason: 'manual' });
+    publisher.publish({ type: 'model-exported', jobId: 'ev-closed', output: '/out', bestValue: 1 });
+    expect(await publisher.flush(5_000)).toBe(0);
+    expect(seen.error.join('\n')).toMatch(
+      /publishing the stopped event of job ev-closed failed: .*closed.*; giving up/,
+    );
+    expect(seen.error.join('\n')).toMatch(
+      /closed with 2 event\(s\) the events stream never took: the stopped event of job ev-closed, the model-exported event/,
+    );
+    expect(seen.warn).toEqual([]);
+  });
+
   it('job event publisher - holds a bounded queue while the stream is away, dropping the oldest waiting, and says what close drops', async () => {
     await jsm.streams.delete(STREAMS.events.name);
     const { seen, logger } = lines();

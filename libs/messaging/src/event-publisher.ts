@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
+import { errors } from '@nats-io/transport-node';
 import type { LineLogger } from '#libs/logging';
 import { sleep } from '#libs/retry';
 import type { JobEvent, JobEventInput } from './events.js';
@@ -37,7 +38,8 @@ interface QueuedEvent {
  * the stream has no leader (a NATS node died, a host was cut off: seconds to over a minute), and
  * a job's `stopped` event lost that way leaves whoever waits for it waiting; so an event the stream
  * did not acknowledge is tried again, with doubling pauses, until it lands or the publisher is
- * closed. Each event carries a message id (`Nats-Msg-Id`), so a retry of one that landed without
+ * closed (or its connection is: then what waits is dropped, logged as an error, as is an event the
+ * connection has no permission to publish). Each event carries a message id (`Nats-Msg-Id`), so a retry of one that landed without
  * its acknowledgement reaching us is dropped by the stream, within its duplicate window (two
  * minutes by default; later a retry may store it twice). `publish` never waits, so the
  * publisher's callers go on while the stream is away; at most {@link EVENT_QUEUE_LIMIT} events
@@ -146,6 +148,16 @@ export class JobEventPublisher {
         return;
       } catch (err) {
         if (this.closed) return;
+        if (err instanceof errors.ClosedConnectionError || err instanceof errors.DrainingConnectionError) {
+          // No attempt can succeed on this connection any more.
+          this.logger?.error(`publishing ${describe(item.event)} failed: ${err.message}; giving up`);
+          this.close();
+          return;
+        }
+        if (err instanceof errors.PermissionViolationError) {
+          this.logger?.error(`${describe(item.event)} dropped: ${err.message}`);
+          return;
+        }
         failures += 1;
         if (failures === 1) {
           this.logger?.warn(
