@@ -18,8 +18,8 @@
 ;; they are squared (`f32x4.pmax`, which keeps NaN), since the square of one under 2^-63 is
 ;; subnormal; so g * g * c, and with it ms, is at least 2^-126 for c from 2^-14, and the
 ;; subtracted mean square of the centered form is not subnormal either. Over the example MLP's
-;; 101,770 parameters with gradients of 1e-20, the step took 250 us without the floor and 77 us
-;; with it (66-77 us with normal gradients), the centered one 478 and 103 us. The variance is held
+;; 101,770 parameters with gradients of 1e-20, the step took 279 us without the floor and 75 us
+;; with it (65 and 76 us with normal gradients), the centered one 461 and 99 us. The variance is held
 ;; at zero or above with `f32x4.pmax` too, which keeps NaN as `f32x4.max` does, at less cost.
 (module
   (import "env" "memory" (memory 1 65536 shared))
