@@ -199,6 +199,11 @@ function simdKernelWith(
   return { kernel, hyper: resolveHyperparams(kernel, given) };
 }
 
+/** Step `step`'s gradient: each of `scales` times 1 to 1.4, varying from step to step. */
+function gradientAbout(scales: readonly number[], step: number): Float32Array {
+  return Float32Array.from(scales, (x, i) => x * (1 + ((step * 7 + i) % 5) / 10));
+}
+
 describe('simd kernels', () => {
   it.each(SIMD_OPTIMIZER_KERNELS.map((k) => [k.kernel.name, k] as const))(
     'simd kernels - %s gives the plain kernel results within float32 rounding, wherever its arrays live',
@@ -330,7 +335,7 @@ describe('simd kernels', () => {
         // Adam in float64 without floors, from the same start.
         const ref = { p: Array.from(param), m: Array.from(state[0]!), v: Array.from(state[1]!) };
         for (let step = 1; step <= 40; step++) {
-          const grad = Float32Array.from(scales, (s, i) => s * (1 + ((step * 7 + i) % 5) / 10));
+          const grad = gradientAbout(scales, step);
           backend.update(kernel, param, param, grad, state, hyper, step);
           const { stepSize, epsilonHat } = adamScalars(hyper, step);
           for (let i = 0; i < n; i++) {
@@ -381,7 +386,7 @@ describe('simd kernels', () => {
           a: new Array<number>(n).fill(0),
         };
         for (let step = 1; step <= 40; step++) {
-          const grad = Float32Array.from(scales, (x, i) => x * (1 + ((step * 7 + i) % 5) / 10));
+          const grad = gradientAbout(scales, step);
           backend.update(kernel, param, param, grad, state, hyper, step);
           for (let i = 0; i < n; i++) {
             const g = grad[i]! + hyper.weightDecay * ref.p[i]!;
