@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { errors } from '@nats-io/transport-node';
 import type { LineLogger } from '#libs/logging';
-import { sleep } from '#libs/retry';
+import { retryWithBackoff, sleep } from '#libs/retry';
 import type { JobEvent, JobEventInput } from './events.js';
 import { encodeJson } from './json-codec.js';
 import { SUBJECTS } from './subjects.js';
@@ -105,7 +105,16 @@ export class JobEventPublisher {
   }
 
   /**
-   * Stops: events not stored by now are dropped, each logged as an error. Returns them. An
+   * Gives the events still waiting up to `timeoutMs` to be stored, then closes (`close`), as a
+   * service does when it shuts down. Resolves to the events dropped.
+   */
+  async drain(timeoutMs = EVENT_SHUTDOWN_FLUSH_MS): Promise<JobEvent[]> {
+    await this.flush(timeoutMs);
+    return this.close();
+  }
+
+  /**
+   * Stops: events not stored by now are dropped, named in one error line, and returned. An
    * attempt already on its way may still land.
    */
   close(): JobEvent[] {
@@ -136,39 +145,49 @@ export class JobEventPublisher {
 
   /** Publishes one event until the stream acknowledges it, or the publisher is closed. */
   private async deliver(item: QueuedEvent): Promise<void> {
-    let pauseMs = this.retryMinMs;
-    let failures = 0;
-    for (;;) {
-      try {
+    const attempts = await retryWithBackoff(
+      async (attempt) => {
+        // Closed during the pause: nothing is sent.
+        if (this.closed) return 0;
         await this.js.publish(SUBJECTS.events(item.event.jobId), item.data, {
           msgID: item.msgID,
           timeout: this.ackTimeoutMs,
         });
-        if (failures > 0) this.logger?.log(`${describe(item.event)} published after ${failures + 1} attempts`);
-        return;
-      } catch (err) {
-        if (this.closed) return;
-        if (err instanceof errors.ClosedConnectionError || err instanceof errors.DrainingConnectionError) {
-          // No attempt can succeed on this connection any more.
-          this.logger?.error(`publishing ${describe(item.event)} failed: ${err.message}; giving up`);
-          this.close();
-          return;
-        }
-        if (err instanceof errors.PermissionViolationError) {
-          this.logger?.error(`${describe(item.event)} dropped: ${err.message}`);
-          return;
-        }
-        failures += 1;
-        if (failures === 1) {
-          this.logger?.warn(
-            `publishing ${describe(item.event)} failed (${err instanceof Error ? err.message : String(err)}); ` +
-              'retrying until the events stream takes it',
-          );
-        }
-        await sleep(pauseMs, this.abort.signal);
-        pauseMs = Math.min(this.retryMaxMs, pauseMs * 2);
-      }
+        return attempt;
+      },
+      {
+        initialDelayMs: this.retryMinMs,
+        maxDelayMs: this.retryMaxMs,
+        signal: this.abort.signal,
+        shouldRetry: (err, _delayMs, attempt) => this.retriable(item, err, attempt),
+      },
+    ).catch(() => 0);
+    if (attempts > 1) this.logger?.log(`${describe(item.event)} published after ${attempts} attempts`);
+  }
+
+  /**
+   * Whether a failed attempt at `item` is tried again: not once the publisher is closed, nor on a
+   * connection that can never publish again (the publisher closes then), nor for an event the
+   * connection may not publish (it is dropped).
+   */
+  private retriable(item: QueuedEvent, err: unknown, attempt: number): boolean {
+    if (this.closed) return false;
+    if (err instanceof errors.ClosedConnectionError || err instanceof errors.DrainingConnectionError) {
+      this.logger?.error(`publishing ${describe(item.event)} failed: ${err.message}; giving up`);
+      this.close();
+      return false;
     }
+    if (err instanceof errors.PermissionViolationError) {
+      this.logger?.error(`${describe(item.event)} dropped: ${err.message}`);
+      return false;
+    }
+    if (attempt === 1) {
+      this.logger?.warn(
+        `publishing ${describe(item.event)} failed (${err instanceof Error ? err.message : String(err)}); ` +
+          'retrying until the events stream takes it',
+      );
+    }
+    return true;
   }
 }
 

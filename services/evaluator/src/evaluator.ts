@@ -10,14 +10,7 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import type { KvWatchEntry } from '@nats-io/kv';
 import { prepareJobSpecValidation, validateJobSpec, type JobSpec } from '#libs/job-spec';
 import { MasterClient, parseJobRecord } from '#libs/master-client';
-import {
-  EVENT_SHUTDOWN_FLUSH_MS,
-  JobEventPublisher,
-  watchBucket,
-  type Buckets,
-  type JobRecord,
-  type NatsConnection,
-} from '#libs/messaging';
+import { JobEventPublisher, watchBucket, type Buckets, type JobRecord, type NatsConnection } from '#libs/messaging';
 import { MemberBeacon } from '#libs/service-runtime';
 import { EXPORT_AFTER_RESTART_MAX_AGE_MS, STATUS_TIMEOUT_MS } from './defaults.js';
 import type { LineLogger } from '#libs/logging';
@@ -121,8 +114,7 @@ export class Evaluator {
     this.runs.clear();
     await this.beacon.stop();
     await this.params.close();
-    await this.events?.flush(EVENT_SHUTDOWN_FLUSH_MS);
-    this.events?.close();
+    await this.events?.drain();
   }
 
   private async onEntry(entry: KvWatchEntry): Promise<void> {

@@ -7,7 +7,6 @@ import {
   decodeJsonObject,
   encodeJson,
   ensureTrainerConsumer,
-  EVENT_SHUTDOWN_FLUSH_MS,
   JobEventPublisher,
   LatestValueWriter,
   type Buckets,
@@ -50,8 +49,7 @@ export class JobChannels implements BeforeApplicationShutdown {
 
   /** Gives the events not stored yet (a job's `stopped`, say) a last chance before NATS closes. */
   async beforeApplicationShutdown(): Promise<void> {
-    await this.events.flush(EVENT_SHUTDOWN_FLUSH_MS);
-    this.events.close();
+    await this.events.drain();
   }
 
   /**
