@@ -9,7 +9,7 @@ import { CHAOS_DATASET, writeChaosDataset, chaosJobSpec } from '../support/chaos
 import { CHAOS_TARGETS, ChaosMonkey } from '../support/chaos-monkey.js';
 import { JobEventTap, ShardVersionWatch } from '../support/chaos-watch.js';
 import { JobAccountingWatch } from '../support/job-accounting.js';
-import { waitForEvent } from '../support/job-events.js';
+import { waitBudget, waitForEvent } from '../support/job-events.js';
 import { ROOT } from '../support/service-process.js';
 import { scoreExportedModel } from '../support/tiny-dataset.js';
 import { TEST_PATH_ROOTS } from '../support/test-cluster.js';
@@ -27,8 +27,6 @@ const JOB_MAX_SECONDS = 360;
 /** Versions trained before the first kill, so every service is busy when it starts. */
 const WARM_UP_VERSIONS = 20;
 const TEST_TIMEOUT_MS = 450_000;
-/** What the last wait leaves of the test's limit, for the failure's message and the clean-up. */
-const WAIT_MARGIN_MS = 30_000;
 
 describe('chaos, end to end', () => {
   let dir: string;
@@ -75,8 +73,7 @@ describe('chaos, end to end', () => {
   test(
     'chaos - a job survives kill -9 of a trainer, a pserver, the leading master and the evaluator, and a NATS restart: its exported model scores the target, every task done once per epoch and none discarded, shard versions only go up',
     async () => {
-      // Waits end before the test's own limit, so a failure says what they saw.
-      const endsAt = Date.now() + TEST_TIMEOUT_MS - WAIT_MARGIN_MS;
+      const timeLeft = waitBudget(TEST_TIMEOUT_MS);
       const data = await writeChaosDataset(join(dir, 'data'));
       const output = join(dir, 'out');
       const events = new JobEventTap(nc, JOB_ID);
@@ -99,7 +96,7 @@ describe('chaos, end to end', () => {
           nc,
           JOB_ID,
           (e) => e.type === 'model-exported' || e.type === 'failed',
-          endsAt - Date.now(),
+          timeLeft(),
         );
         expect(all.at(-1)?.type).toBe('model-exported');
         const stopped = all.find((e) => e.type === 'stopped') as Extract<JobEvent, { type: 'stopped' }> | undefined;

@@ -8,7 +8,7 @@ import { KV_BUCKETS, STREAMS, connectNats, type JobEvent, type NatsConnection } 
 import { jetstreamManager } from '@nats-io/jetstream';
 import { JobEventTap, ShardVersionWatch, waitUntil } from '../support/chaos-watch.js';
 import { JobAccountingWatch } from '../support/job-accounting.js';
-import { waitForEvent } from '../support/job-events.js';
+import { waitBudget, waitForEvent } from '../support/job-events.js';
 import {
   createNetnsHosts,
   removeStaleNetns,
@@ -53,8 +53,6 @@ const CUT_OFF_MS = 12_000;
 const READY_TIMEOUT_MS = 120_000;
 const PROGRESS_TIMEOUT_MS = 180_000;
 const TEST_TIMEOUT_MS = 600_000;
-/** What the last wait leaves of the test's limit, for the failure's message and the clean-up. */
-const WAIT_MARGIN_MS = 30_000;
 
 /** A service on a host, started again whenever it exits until the test stops it. */
 class HostService {
@@ -199,8 +197,7 @@ describe('multi-host, end to end', () => {
   test(
     'multi-host - a job across three namespaced hosts survives one host cut off and back, and a NATS node killed: it ends on its epochs, every task done once per epoch, shard versions only go up',
     async () => {
-      // Waits end before the test's own limit, so a failure says what they saw.
-      const endsAt = Date.now() + TEST_TIMEOUT_MS - WAIT_MARGIN_MS;
+      const timeLeft = waitBudget(TEST_TIMEOUT_MS);
       const [, b, c] = network!.hosts;
       const jsm = await jetstreamManager(nc!);
       // The services declared every stream with TRIBUTARY_JS_REPLICAS copies. A stream just
@@ -262,7 +259,7 @@ describe('multi-host, end to end', () => {
         // Every fault happened while the job trained.
         expect(events.ended()).toBeUndefined();
 
-        all = await waitForEvent(nc!, JOB_ID, (e) => e.type === 'stopped' || e.type === 'failed', endsAt - Date.now());
+        all = await waitForEvent(nc!, JOB_ID, (e) => e.type === 'stopped' || e.type === 'failed', timeLeft());
         accounting.addEpochEvents(all);
       } finally {
         await versions.stop();

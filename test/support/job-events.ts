@@ -10,6 +10,19 @@ import { sleep } from '#libs/retry';
  */
 const SILENT_REPLAY_MS = 20_000;
 
+/** What a test's last wait leaves of the test's limit, for the failure's message and the clean-up. */
+export const LAST_WAIT_MARGIN_MS = 30_000;
+
+/**
+ * For a test of `testTimeoutMs` starting now: the milliseconds its waits may still take, ending
+ * {@link LAST_WAIT_MARGIN_MS} before the test's own limit, so a failed wait says what it saw
+ * rather than the test runner's bare timeout.
+ */
+export function waitBudget(testTimeoutMs: number): () => number {
+  const endsAt = Date.now() + testTimeoutMs - LAST_WAIT_MARGIN_MS;
+  return () => Math.max(0, endsAt - Date.now());
+}
+
 /**
  * Replays a job's events from the events stream (so none is missed, whenever the test starts
  * listening) until `until` matches one, and returns every event seen up to it. A replay silent
