@@ -87,6 +87,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     run: async (say) => (await import('./learner/relu-step.js')).runReluStepBench(say),
   },
   {
+    name: 'age',
+    about: "the example's learner on wasm after 40 s of training vs a fresh one, samples/s",
+    quick: false,
+    run: async (say) => (await import('./learner/age-step.js')).runAgeStepBench(say),
+  },
+  {
     name: 'kernels',
     about: 'pserver math over 16M floats: SIMD128 accumulate, sgd, momentum, adam vs plain JS vs a copy',
     quick: true,
