@@ -120,8 +120,8 @@ export function crossEntropyFromLogits(logits: tf.Tensor, labels: tf.Tensor1D, n
  * with flush-to-zero for this reason, a mode WebAssembly does not have. In two interleaved runs
  * each, going round 12,800 images, the learner alone slowed from 115,000-120,000 samples/s to
  * 108,000-112,000 over its first 40 s, and a learner started from the parameters it reached ran
- * at 104,000-110,000; with the flush, 113,000-120,000 throughout (`npm run bench -- age`: 0.978
- * of a fresh learner's speed after 40 s, against 0.938 without). The bound leaves 26
+ * at 104,000-110,000; with the flush, 111,000-122,000 and 111,000-121,000 (`npm run bench --
+ * age`: 0.978 of a fresh learner's speed after 40 s, against 0.938 without). The bound leaves 26
  * binades above the smallest normal, so that the gradient's products with weights and
  * activations down to about 1e-8 stay normal. What it drops is a softmax share under 2^-100 of a
  * batch, whose effect on the loss is below float32's rounding of it.
