@@ -7,85 +7,58 @@
  * `LOGIT_GRADIENT_FLUSH` and `FLOAT32_MIN_NORMAL`), where x86 computes many times slower.
  */
 import { parseJobSpec } from '#libs/job-spec';
-import { selectBackend, TfjsLearner, type Batch, type TfjsLearnerOptions } from '#libs/learner';
+import { selectBackend, TfjsLearner } from '#libs/learner';
 import { learnerOptions } from '../../services/trainer/src/learner-options.js';
 import { benchResult, median, round, type BenchResult } from '../bench-result.js';
 import { exampleJob, exampleMinibatches, exampleTraining } from '../cluster/bench-cluster.js';
-import { WORKLOADS } from './train-step.js';
+import { ALONE_MINIBATCHES, ALONE_WARM_UP_SECONDS } from '../overhead/overhead.js';
+import { measure, timeSteps, WORKLOADS } from './train-step.js';
 
 /**
- * How long the learner trains before it is timed. Going round {@link MINIBATCHES}, the example's
- * MLP rules classes out with softmax shares under 2^-126 within 10 s, and 9 % of its logits'
- * gradients were that small at 40 s.
+ * How long the learner trains before it is timed. Going round `overhead`'s minibatches of the
+ * learner alone (12,800 images), the example's MLP rules classes out with softmax shares under
+ * 2^-126 within 10 s, and 9 % of its logits' gradients were that small at 40 s.
  */
 const AGE_SECONDS = 40;
-/** Minibatches both learners go round (12,800 images, as `overhead`'s learner alone). */
-const MINIBATCHES = 200;
-/** A fresh learner's warm-up before its round: its first second runs at about 0.77 of its rate. */
-const FRESH_WARM_UP_SECONDS = 2;
+/** The aged learner's progress is shown this often while it ages. */
+const AGE_REPORT_SECONDS = 10;
 const ROUND_SECONDS = 2;
 const PAIRS = 6;
 /** Target: the trained learner keeps this much of a fresh one's speed. */
 const TARGET_RATIO = 0.95;
 
-/** A learner and the minibatches it goes round, stepped by time. */
-class Stepper {
-  private next = 0;
-
-  constructor(
-    private readonly learner: TfjsLearner,
-    private readonly batches: readonly Batch[],
-  ) {}
-
-  /** Trains for `seconds`; samples/s over them. */
-  async trainFor(seconds: number): Promise<number> {
-    const start = performance.now();
-    let steps = 0;
-    let elapsed = 0;
-    while (elapsed < seconds * 1000) {
-      await this.learner.train(this.batches[this.next++ % this.batches.length]!);
-      steps++;
-      elapsed = performance.now() - start;
-    }
-    return (steps * this.batches[0]!.size * 1000) / elapsed;
-  }
-}
-
-/** A fresh learner of `options`, warmed up, then timed for a round. */
-async function freshRound(options: TfjsLearnerOptions, batches: readonly Batch[]): Promise<number> {
-  const learner = new TfjsLearner(options);
-  await learner.initialize(WORKLOADS[0]!.spec);
-  try {
-    const stepper = new Stepper(learner, batches);
-    await stepper.trainFor(FRESH_WARM_UP_SECONDS);
-    return await stepper.trainFor(ROUND_SECONDS);
-  } finally {
-    learner.shutdown();
-  }
-}
-
 export async function runAgeStepBench(say: (line: string) => void): Promise<BenchResult[]> {
   await selectBackend('wasm');
+  const workload = WORKLOADS[0]!;
   const spec = { ...exampleJob('bench-age', '/nonexistent', {}), training: exampleTraining({}) };
-  const options = learnerOptions(parseJobSpec(JSON.stringify(spec)));
-  const batches = await exampleMinibatches(MINIBATCHES, WORKLOADS[0]!.batchSize, { featureBytes: true });
-  const aged = new TfjsLearner(options);
-  await aged.initialize(WORKLOADS[0]!.spec);
+  const learner = learnerOptions(parseJobSpec(JSON.stringify(spec)));
+  const batches = await exampleMinibatches(ALONE_MINIBATCHES, workload.batchSize, { featureBytes: true });
+  const aged = new TfjsLearner(learner);
+  await aged.initialize(workload.spec);
   try {
-    const stepper = new Stepper(aged, batches);
+    let next = 0;
+    const agedFor = async (seconds: number): Promise<number> => {
+      const { steps, elapsed } = await timeSteps(async () => {
+        await aged.train(batches[next++ % batches.length]!);
+      }, seconds);
+      return (steps * workload.batchSize) / elapsed;
+    };
+    // A fresh learner as `overhead` times the learner alone, on the same minibatches.
+    const fresh = async (): Promise<number> =>
+      (await measure(workload, ROUND_SECONDS, { batches, warmUpSeconds: ALONE_WARM_UP_SECONDS, learner }))
+        .samplesPerSecond;
     say(`training the example's learner for ${AGE_SECONDS} s (wasm, MLP 784-128-10, batch 64)`);
-    for (let s = 0; s < AGE_SECONDS; s += 10) {
-      say(`  ${s}-${s + 10} s: ${Math.round(await stepper.trainFor(10))} samples/s`);
+    for (let s = 0; s < AGE_SECONDS; s += AGE_REPORT_SECONDS) {
+      const rate = await agedFor(AGE_REPORT_SECONDS);
+      say(`  ${s}-${s + AGE_REPORT_SECONDS} s: ${Math.round(rate)} samples/s`);
     }
     const rounds = { aged: [] as number[], fresh: [] as number[] };
     for (let pair = 0; pair < PAIRS; pair++) {
-      const fresh = () => freshRound(options, batches);
-      const trained = () => stepper.trainFor(ROUND_SECONDS);
       if (pair % 2 === 0) {
         rounds.fresh.push(await fresh());
-        rounds.aged.push(await trained());
+        rounds.aged.push(await agedFor(ROUND_SECONDS));
       } else {
-        rounds.aged.push(await trained());
+        rounds.aged.push(await agedFor(ROUND_SECONDS));
         rounds.fresh.push(await fresh());
       }
       say(
@@ -103,8 +76,8 @@ export async function runAgeStepBench(say: (line: string) => void): Promise<Benc
         target: TARGET_RATIO,
         detail:
           `ratio = median of ${PAIRS} paired rounds of ${ROUND_SECONDS} s, the fresh learner warmed up ` +
-          `${FRESH_WARM_UP_SECONDS} s first (pairs from ${Math.min(...ratios).toFixed(2)} to ` +
-          `${Math.max(...ratios).toFixed(2)}); both on the first ${MINIBATCHES} minibatches of the training set`,
+          `${ALONE_WARM_UP_SECONDS} s first (pairs from ${Math.min(...ratios).toFixed(2)} to ` +
+          `${Math.max(...ratios).toFixed(2)}); both on the first ${ALONE_MINIBATCHES} minibatches of the training set`,
       }),
     ];
   } finally {

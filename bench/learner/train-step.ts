@@ -128,6 +128,16 @@ export async function measure(
   for (let i = 0; i < WARMUP_STEPS || Number(process.hrtime.bigint() - warmUpStart) / 1e9 < warmUpSeconds; i++) {
     await step();
   }
+  const { steps, elapsed } = await timeSteps(step, seconds);
+  learner.shutdown();
+  return { samplesPerSecond: (steps * workload.batchSize) / elapsed, msPerStep: (elapsed * 1000) / steps, steps };
+}
+
+/** Runs `step` over and over for `seconds` at least; how many ran, and in how many seconds. */
+export async function timeSteps(
+  step: () => Promise<void>,
+  seconds: number,
+): Promise<{ steps: number; elapsed: number }> {
   let steps = 0;
   const start = process.hrtime.bigint();
   let elapsed = 0;
@@ -136,8 +146,7 @@ export async function measure(
     steps++;
     elapsed = Number(process.hrtime.bigint() - start) / 1e9;
   }
-  learner.shutdown();
-  return { samplesPerSecond: (steps * workload.batchSize) / elapsed, msPerStep: (elapsed * 1000) / steps, steps };
+  return { steps, elapsed };
 }
 
 /** What the command line asked for. */

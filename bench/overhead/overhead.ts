@@ -43,10 +43,10 @@ const TARGET_RATIO = 0.85;
  * How long the learner alone trains before it is measured: its first second ran at about 0.77 of
  * its rate from the second on (48,155 against 59,688–63,780 samples/s), as the code warms up.
  */
-const ALONE_WARM_UP_SECONDS = 2;
+export const ALONE_WARM_UP_SECONDS = 2;
 
 /** Minibatches of the training set the learner alone goes round (12,800 examples). */
-const ALONE_MINIBATCHES = 200;
+export const ALONE_MINIBATCHES = 200;
 
 /**
  * The learner alone, once warmed up: the wasm backend, the example's MLP at batch 64, on the

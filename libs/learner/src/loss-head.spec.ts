@@ -31,6 +31,15 @@ function denseModel(activation: 'softmax' | 'linear', separateSoftmax: boolean):
   return tf.sequential({ layers });
 }
 
+/** Uniform numbers in [0, 1) from `seed`, the same for the same seed. */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (Math.imul(state ^ (state >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
 describe('loss head', () => {
   beforeAll(async () => {
     await tf.setBackend('cpu');
@@ -91,11 +100,7 @@ describe('loss head', () => {
         fc.integer(),
         fc.double({ min: 0.25, max: 4, noNaN: true }),
         (rows, classes, spread, seed, outerScale) => {
-          let state = seed >>> 0;
-          const next = (): number => {
-            state = (Math.imul(state ^ (state >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
-            return state / 2 ** 32;
-          };
+          const next = seededRandom(seed);
           const values = Array.from({ length: rows * classes }, () => (next() * 2 - 1) * spread);
           const classOf = Array.from({ length: rows }, () => Math.floor(next() * classes));
           const before = tf.memory().numTensors;
@@ -135,11 +140,7 @@ describe('loss head', () => {
         fc.integer({ min: 2, max: 10 }),
         fc.integer(),
         (rows, classes, seed) => {
-          let state = seed >>> 0;
-          const next = (): number => {
-            state = (Math.imul(state ^ (state >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
-            return state / 2 ** 32;
-          };
+          const next = seededRandom(seed);
           // Logits as a confident classifier's: gaps of up to 120, whose softmax shares reach
           // far below float32's smallest normal, 2^-126 (about e^-87).
           const values = Array.from({ length: rows * classes }, () => next() * 120);
@@ -154,6 +155,7 @@ describe('loss head', () => {
               const ours = gradient[r * classes + c]!;
               if (Math.abs(exact) < LOGIT_GRADIENT_FLUSH) expect(ours).toBe(0);
               else expect(ours).toBe(Math.fround(exact));
+              // None subnormal: zero, or at least float32's smallest normal.
               expect(ours === 0 || Math.abs(ours) >= 2 ** -126).toBe(true);
             });
           }

@@ -180,7 +180,6 @@ export function crossEntropyWithGradient(
   const gradient = new Float32Array(rows * columns);
   /** One row's exp(logit - max), in float64 as the sums that use them. */
   const exps = new Float64Array(columns);
-  const flush = LOGIT_GRADIENT_FLUSH;
   let total = 0;
   for (let r = 0; r < rows; r++) {
     const row = r * columns;
@@ -196,7 +195,7 @@ export function crossEntropyWithGradient(
     total += Math.log(sum) + max - values[row + label]!;
     for (let c = 0; c < columns; c++) {
       const g = (exps[c]! / sum - (c === label ? 1 : 0)) / rows;
-      gradient[row + c] = Math.abs(g) < flush ? 0 : g;
+      gradient[row + c] = Math.abs(g) < LOGIT_GRADIENT_FLUSH ? 0 : g;
     }
   }
   return { mean: total / rows, gradient };
