@@ -215,16 +215,17 @@ async function trainedSamples(nc: NatsConnection): Promise<Map<string, number>> 
   const counts = new Map<string, number>();
   for (const m of await members(nc)) {
     if (m.role !== 'trainer' || m.jobId === undefined) continue;
-    if (m.metricsUrl === undefined) throw new Error(`trainer ${m.id} reports no metrics address`);
-    const page = await fetch(m.metricsUrl);
-    if (!page.ok) throw new Error(`trainer ${m.id}: ${m.metricsUrl} answered ${page.status}`);
-    const samples = metricSamples(await page.text(), 'tributary_trainer_samples_total');
-    counts.set(
-      m.id,
-      samples.reduce((n, s) => n + s.value, 0),
-    );
+    counts.set(m.id, await trainerSamples(m));
   }
   return counts;
+}
+
+/** Samples `trainer` has trained on so far, off its metrics page (`tributary_trainer_samples_total`). */
+export async function trainerSamples(trainer: MemberStatus): Promise<number> {
+  if (trainer.metricsUrl === undefined) throw new Error(`trainer ${trainer.id} reports no metrics address`);
+  const page = await fetch(trainer.metricsUrl);
+  if (!page.ok) throw new Error(`trainer ${trainer.id}: ${trainer.metricsUrl} answered ${page.status}`);
+  return metricSamples(await page.text(), 'tributary_trainer_samples_total').reduce((n, s) => n + s.value, 0);
 }
 
 /**

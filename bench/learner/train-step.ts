@@ -105,8 +105,32 @@ export interface MeasureOptions {
 export async function measure(
   workload: Workload,
   seconds: number,
-  { prepare, batches, warmUpSeconds = 0, learner: options = {} }: MeasureOptions = {},
+  { warmUpSeconds = 0, ...options }: MeasureOptions = {},
 ): Promise<{ samplesPerSecond: number; msPerStep: number; steps: number }> {
+  const learner = await steppingLearner(workload, options);
+  try {
+    await learner.warmUp(warmUpSeconds);
+    const { steps, elapsed } = await timeSteps(learner.step, seconds);
+    return { samplesPerSecond: (steps * workload.batchSize) / elapsed, msPerStep: (elapsed * 1000) / steps, steps };
+  } finally {
+    learner.shutdown();
+  }
+}
+
+/** A learner that steps as {@link measure} steps it, for a caller that times its steps itself. */
+export interface SteppingLearner {
+  /** One step, on the next minibatch of those it goes round. */
+  step(): Promise<void>;
+  /** A few steps, and `seconds` of them at least. */
+  warmUp(seconds: number): Promise<void>;
+  shutdown(): void;
+}
+
+/** The learner {@link measure} times, initialised for `workload` and ready to step. */
+export async function steppingLearner(
+  workload: Workload,
+  { prepare, batches, learner: options = {} }: Omit<MeasureOptions, 'warmUpSeconds'> = {},
+): Promise<SteppingLearner> {
   const learner = new TfjsLearner(options);
   await learner.initialize(workload.spec);
   prepare?.(learner);
@@ -124,13 +148,14 @@ export async function measure(
           await learner.train(pool[next++ % pool.length]!);
           await learner.getUpdate();
         };
-  const warmUpStart = process.hrtime.bigint();
-  for (let i = 0; i < WARMUP_STEPS || Number(process.hrtime.bigint() - warmUpStart) / 1e9 < warmUpSeconds; i++) {
-    await step();
-  }
-  const { steps, elapsed } = await timeSteps(step, seconds);
-  learner.shutdown();
-  return { samplesPerSecond: (steps * workload.batchSize) / elapsed, msPerStep: (elapsed * 1000) / steps, steps };
+  return {
+    step,
+    warmUp: async (seconds) => {
+      const start = process.hrtime.bigint();
+      for (let i = 0; i < WARMUP_STEPS || Number(process.hrtime.bigint() - start) / 1e9 < seconds; i++) await step();
+    },
+    shutdown: () => learner.shutdown(),
+  };
 }
 
 /** Runs `step` over and over for `seconds` at least; how many ran, and in how many seconds. */

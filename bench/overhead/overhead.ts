@@ -1,12 +1,16 @@
 /**
  * `overhead`: samples/s of one trainer and one pserver training the example MLP (a local
  * cluster, no evaluator; the example's local SGD, then sync, async and local SGD variants)
- * against the same learner training alone in a loop in this process (measured again before and
- * after each run, the faster taken), with where one step's time goes on each side. The learner
- * alone is the one the run's trainer runs, on the minibatches the trainer hands it: in `sync` and
- * `async` a gradient learner (`setParams`, `train`, `getUpdate`), in `local` one that steps its
- * own copy with the job's optimizer (`train`). A `local` run also gives the gradient learner's
- * figure, the baseline of every run before 2026-12-06.
+ * against the same learner training alone in a loop in this process, with where one step's time
+ * goes on each side. The ratio is that of paired slices within the job (`pairedSlices`: the
+ * trainer held while the learner alone trains, then timed while the learner waits). Beside it
+ * comes the figure of every run before 2026-12-07 at 23:00: the trainer's samples/s over a 20 s
+ * window before the slices, against the learner alone measured before and after the run, the
+ * faster taken. The learner alone is the one the run's trainer runs, on the minibatches the
+ * trainer hands it: in `sync` and `async` a gradient learner (`setParams`, `train`,
+ * `getUpdate`), in `local` one that steps its own copy with the job's optimizer (`train`). A
+ * `local` run also gives the gradient learner's figure, the baseline of every run before
+ * 2026-12-06.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,18 +18,20 @@ import { join } from 'node:path';
 import { parseJobSpec } from '#libs/job-spec';
 import { selectBackend, type TfjsLearnerOptions } from '#libs/learner';
 import { learnerOptions } from '../../services/trainer/src/learner-options.js';
-import { benchResult, round, type BenchResult } from '../bench-result.js';
+import { benchResult, median, round, type BenchResult } from '../bench-result.js';
 import {
   exampleJob,
   exampleTraining,
   exampleMinibatches,
   formatPhases,
+  members,
   startBenchCluster,
   steadyThroughput,
   submit,
   type SteadyThroughput,
 } from '../cluster/bench-cluster.js';
-import { WORKLOADS, measure } from '../learner/train-step.js';
+import { WORKLOADS, steppingLearner, timeSteps, type SteppingLearner } from '../learner/train-step.js';
+import { pairedSlices, SLICE_PAIRS, SLICE_SECONDS, type PairedSlices } from './paired-slices.js';
 
 /** How long each side is measured, after its warm-up. */
 const WINDOW_MS = 20_000;
@@ -56,12 +62,23 @@ export const ALONE_MINIBATCHES = 200;
  * the trainer's reader hands it (the features as bytes, which the learner converts).
  */
 export async function learnerAloneSamplesPerSecond(seconds: number, learner?: TfjsLearnerOptions): Promise<number> {
+  const alone = await aloneLearner(learner);
+  try {
+    await alone.warmUp(ALONE_WARM_UP_SECONDS);
+    const { steps, elapsed } = await timeSteps(alone.step, seconds);
+    return (steps * WORKLOADS[0]!.batchSize) / elapsed;
+  } finally {
+    alone.shutdown();
+  }
+}
+
+/** The learner {@link learnerAloneSamplesPerSecond} times, ready to step (not yet warmed up). */
+async function aloneLearner(learner?: TfjsLearnerOptions): Promise<SteppingLearner> {
   await selectBackend('wasm');
   const workload = WORKLOADS[0]!;
   const featureBytes = learner !== undefined;
   const batches = await exampleMinibatches(ALONE_MINIBATCHES, workload.batchSize, { featureBytes });
-  return (await measure(workload, seconds, { batches, warmUpSeconds: ALONE_WARM_UP_SECONDS, learner }))
-    .samplesPerSecond;
+  return steppingLearner(workload, { batches, learner });
 }
 
 /**
@@ -106,31 +123,38 @@ export async function runOverheadBench(say: (line: string) => void): Promise<Ben
     const ownLearner = own.mode === 'delta';
     let before: number;
     let gradientBefore: number | undefined;
-    let steady: SteadyThroughput;
+    let measured: { steady: SteadyThroughput; slices: PairedSlices };
     try {
       before = await aloneAround(run.id, 'before', own, say);
       gradientBefore = ownLearner ? await aloneAround(run.id, 'before', undefined, say) : undefined;
-      steady = await clusterRun(run.id, spec, say);
+      measured = await clusterRun(run.id, spec, own, say);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
+    const { steady, slices } = measured;
     const after = await aloneAround(run.id, 'after', own, say);
     const gradientAfter = ownLearner ? await aloneAround(run.id, 'after', undefined, say) : undefined;
+    const window = steady.samplesPerSecond / Math.max(before, after);
     const gradient =
       gradientBefore === undefined || gradientAfter === undefined
         ? ''
-        : `; against the gradient learner alone (${Math.round(gradientBefore)} before, ${Math.round(gradientAfter)} after): ` +
+        : `, against the gradient learner alone (${Math.round(gradientBefore)} before, ${Math.round(gradientAfter)} after) ` +
           `${(steady.samplesPerSecond / Math.max(gradientBefore, gradientAfter)).toFixed(3)}`;
     results.push(
       benchResult({
         name: run.name,
-        figure: round(steady.samplesPerSecond),
+        figure: round(median(slices.trainer)),
         unit: 'samples/s',
-        baseline: round(Math.max(before, after)),
+        baseline: round(median(slices.alone)),
+        ratio: slices.ratio,
         target: TARGET_RATIO,
         detail:
-          `${ownLearner ? 'the local learner' : 'the learner'} alone ${Math.round(before)} samples/s before, ` +
-          `${Math.round(after)} after (the faster is the baseline)${gradient}; ` +
+          `ratio = median of ${SLICE_PAIRS} paired slices of ${SLICE_SECONDS} s, the trainer held while ` +
+          `${ownLearner ? 'the local learner' : 'the learner'} alone trains (pairs from ` +
+          `${Math.min(...slices.ratios).toFixed(3)} to ${Math.max(...slices.ratios).toFixed(3)}); ` +
+          `figures = medians of the slices; over the ${WINDOW_MS / 1000} s window before them ` +
+          `${Math.round(steady.samplesPerSecond)} samples/s, against the faster learner alone around it ` +
+          `(${Math.round(before)} before, ${Math.round(after)} after) ${window.toFixed(3)}${gradient}; ` +
           `the trainer's own reports over the window: ${Math.round(steady.reportedSamplesPerSecond)} samples/s; ` +
           `trainer ms/step: ${formatPhases(steady.trainerPhases)}; ` +
           `pserver ms/step: ${formatPhases(steady.pserverPhases)}`,
@@ -140,17 +164,35 @@ export async function runOverheadBench(say: (line: string) => void): Promise<Ben
   return results;
 }
 
-/** One trainer and one pserver training `spec`, measured once steady (see `steadyThroughput`). */
+/**
+ * One trainer and one pserver training `spec`, measured once steady (see `steadyThroughput`),
+ * then in slices against `learner` alone (see `pairedSlices`).
+ */
 async function clusterRun(
   id: string,
   spec: Record<string, unknown>,
+  learner: TfjsLearnerOptions,
   say: (line: string) => void,
-): Promise<SteadyThroughput> {
+): Promise<{ steady: SteadyThroughput; slices: PairedSlices }> {
   const cluster = await startBenchCluster({ trainers: 1, pservers: 1, evaluators: 0 }, say);
   try {
     await submit(cluster.nc, spec);
     say(`${id}: job submitted`);
-    return await steadyThroughput(cluster.nc, { trainers: 1, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
+    const steady = await steadyThroughput(cluster.nc, { trainers: 1, warmUpMs: WARM_UP_MS, windowMs: WINDOW_MS, say });
+    const trainer = (await members(cluster.nc)).find((m) => m.role === 'trainer' && m.jobId !== undefined);
+    if (trainer === undefined) throw new Error(`${id}: no trainer reports training after the window`);
+    const alone = await aloneLearner(learner);
+    try {
+      say(`${id}: the trainer against the learner alone in paired slices`);
+      const slices = await pairedSlices(trainer, alone, {
+        batchSize: WORKLOADS[0]!.batchSize,
+        warmUpSeconds: ALONE_WARM_UP_SECONDS,
+        say,
+      });
+      return { steady, slices };
+    } finally {
+      alone.shutdown();
+    }
   } finally {
     await cluster.stop();
   }
@@ -159,8 +201,8 @@ async function clusterRun(
 /**
  * The learner alone, measured just before or just after a cluster run. The machine's speed
  * drifts within minutes (in one run the learner alone did 58,094 samples/s before one cluster
- * run and 83,098–89,965 before the next four), so each run is held against the faster of the
- * two measurements around it: a slow moment of the machine cannot lift the ratio.
+ * run and 83,098–89,965 before the next four), so the window is held against the faster of the
+ * two measurements around it: a slow moment of the machine cannot lift that ratio.
  */
 async function aloneAround(
   id: string,
