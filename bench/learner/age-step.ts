@@ -12,6 +12,7 @@ import { learnerOptions } from '../../services/trainer/src/learner-options.js';
 import { benchResult, median, round, type BenchResult } from '../bench-result.js';
 import { exampleJob, exampleMinibatches, exampleTraining } from '../cluster/bench-cluster.js';
 import { ALONE_MINIBATCHES, ALONE_WARM_UP_SECONDS } from '../overhead/overhead.js';
+import { pairedTurns } from '../paired-turns.js';
 import { measure, timeSteps, WORKLOADS } from './train-step.js';
 
 /**
@@ -52,27 +53,20 @@ export async function runAgeStepBench(say: (line: string) => void): Promise<Benc
       const rate = await agedFor(AGE_REPORT_SECONDS);
       say(`  ${s}-${s + AGE_REPORT_SECONDS} s: ${Math.round(rate)} samples/s`);
     }
-    const rounds = { aged: [] as number[], fresh: [] as number[] };
-    for (let pair = 0; pair < PAIRS; pair++) {
-      if (pair % 2 === 0) {
-        rounds.fresh.push(await fresh());
-        rounds.aged.push(await agedFor(ROUND_SECONDS));
-      } else {
-        rounds.aged.push(await agedFor(ROUND_SECONDS));
-        rounds.fresh.push(await fresh());
-      }
-      say(
-        `pair ${pair + 1}: fresh ${Math.round(rounds.fresh[pair]!)}, trained ${Math.round(rounds.aged[pair]!)} samples/s`,
-      );
-    }
-    const ratios = rounds.aged.map((value, i) => value / rounds.fresh[i]!);
+    const rounds = await pairedTurns(
+      PAIRS,
+      { ours: () => agedFor(ROUND_SECONDS), baseline: fresh },
+      (pair, trained, untrained) =>
+        say(`pair ${pair + 1}: fresh ${Math.round(untrained)}, trained ${Math.round(trained)} samples/s`),
+    );
+    const { ratios } = rounds;
     return [
       benchResult({
         name: `age: the example's learner on wasm after ${AGE_SECONDS} s of training vs a fresh one`,
-        figure: round(median(rounds.aged)),
+        figure: round(median(rounds.ours)),
         unit: 'samples/s',
-        baseline: round(median(rounds.fresh)),
-        ratio: median(ratios),
+        baseline: round(median(rounds.baseline)),
+        ratio: rounds.ratio,
         target: TARGET_RATIO,
         detail:
           `ratio = median of ${PAIRS} paired rounds of ${ROUND_SECONDS} s, the fresh learner warmed up ` +

@@ -9,6 +9,7 @@ import type { KernelConfig } from '@tensorflow/tfjs';
 import * as tf from '@tensorflow/tfjs';
 import type { TfjsLearner } from '#libs/learner';
 import { benchResult, median, round, type BenchResult } from '../bench-result.js';
+import { pairedTurns } from '../paired-turns.js';
 import { measure, WORKLOADS } from './train-step.js';
 
 const ROUND_SECONDS = 0.6;
@@ -38,29 +39,23 @@ export async function comparePairedRounds(compared: PairedWays, say: (line: stri
   const { ours, baseline } = compared;
   const results: BenchResult[] = [];
   for (const workload of WORKLOADS) {
-    const rounds = { ours: [] as number[], baseline: [] as number[] };
-    for (let pair = 0; pair < PAIRS; pair++) {
-      const order = [
-        ['baseline', baseline],
-        ['ours', ours],
-      ] as const;
-      for (const [path, way] of pair % 2 === 0 ? order : [...order].reverse()) {
-        way.use?.();
-        rounds[path].push((await measure(workload, ROUND_SECONDS, { prepare: way.prepare })).samplesPerSecond);
-      }
+    const timed = (way: PairedWay) => async (): Promise<number> => {
+      way.use?.();
+      return (await measure(workload, ROUND_SECONDS, { prepare: way.prepare })).samplesPerSecond;
+    };
+    const rounds = await pairedTurns(PAIRS, { ours: timed(ours), baseline: timed(baseline) }, (pair, o, b) =>
       say(
-        `${workload.label}, pair ${pair + 1}: ${baseline.label} ${Math.round(rounds.baseline[pair]!)}, ` +
-          `${ours.label} ${Math.round(rounds.ours[pair]!)} samples/s`,
-      );
-    }
-    const ratios = rounds.ours.map((value, i) => value / rounds.baseline[i]!);
+        `${workload.label}, pair ${pair + 1}: ${baseline.label} ${Math.round(b)}, ${ours.label} ${Math.round(o)} samples/s`,
+      ),
+    );
+    const { ratios } = rounds;
     results.push(
       benchResult({
         name: compared.resultName(workload.label),
         figure: round(median(rounds.ours)),
         unit: 'samples/s',
         baseline: round(median(rounds.baseline)),
-        ratio: median(ratios),
+        ratio: rounds.ratio,
         target: compared.target,
         detail:
           `ratio = median of ${PAIRS} paired rounds of ${ROUND_SECONDS} s ` +

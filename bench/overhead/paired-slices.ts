@@ -13,9 +13,9 @@
  */
 import type { MemberStatus } from '#libs/messaging';
 import { sleep } from '#libs/retry';
-import { median } from '../bench-result.js';
 import { trainerSamples } from '../cluster/bench-cluster.js';
 import { timeSteps, type SteppingLearner } from '../learner/train-step.js';
+import { pairedTurns } from '../paired-turns.js';
 
 /** Pairs of slices, and how long each slice is timed. */
 export const SLICE_PAIRS = 16;
@@ -74,23 +74,13 @@ export async function pairedSlices(
     return (end.samples - start.samples) / ((end.at - start.at) / 1000);
   };
   await held(() => alone.warmUp(options.warmUpSeconds));
-  const slices: PairedSlices = { trainer: [], alone: [], ratios: [], ratio: Number.NaN };
-  for (let pair = 0; pair < pairs; pair++) {
-    if (pair % 2 === 0) {
-      slices.alone.push(await aloneSlice());
-      slices.trainer.push(await trainerSlice());
-    } else {
-      slices.trainer.push(await trainerSlice());
-      slices.alone.push(await aloneSlice());
-    }
-    slices.ratios.push(slices.trainer[pair]! / slices.alone[pair]!);
+  const turns = await pairedTurns(pairs, { ours: trainerSlice, baseline: aloneSlice }, (pair, trained, learned) =>
     options.say(
-      `paired slices, pair ${pair + 1} of ${pairs}: trainer ${Math.round(slices.trainer[pair]!)}, ` +
-        `learner alone ${Math.round(slices.alone[pair]!)} samples/s (${slices.ratios[pair]!.toFixed(3)})`,
-    );
-  }
-  slices.ratio = median(slices.ratios);
-  return slices;
+      `paired slices, pair ${pair + 1} of ${pairs}: trainer ${Math.round(trained)}, ` +
+        `learner alone ${Math.round(learned)} samples/s (${(trained / learned).toFixed(3)})`,
+    ),
+  );
+  return { trainer: turns.ours, alone: turns.baseline, ratios: turns.ratios, ratio: turns.ratio };
 }
 
 /**
