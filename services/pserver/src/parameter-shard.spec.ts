@@ -9,22 +9,14 @@ const JOB = 'job-1';
 const PARAMS = [{ name: 'w', dtype: DataType.FLOAT32, shape: [2] }];
 const gradient = () => new Map([['w', Float32Array.of(1, 1)]]);
 
-let dir: string;
-let lines: string[];
-const logger: LineLogger = {
-  log: (m) => lines.push(`log ${m}`),
-  warn: (m) => lines.push(`warn ${m}`),
-  error: (m) => lines.push(`error ${m}`),
-};
-
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'tributary-shard-'));
-  lines = [];
-});
-
+/** The directories the tests' shards wrote into, removed after each test. */
+const dirs: string[] = [];
 afterEach(async () => {
-  await rm(dir, { recursive: true, force: true });
+  await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 });
+
+/** The lines a shard logged, with their level. */
+let lines: string[];
 
 /** A shard with trainers `t` and `others` in a job of `training`, initialised at version 0. */
 async function started(
@@ -32,7 +24,15 @@ async function started(
   options: Partial<ParameterShardOptions>,
   others: string[] = [],
 ): Promise<ParameterShard> {
-  const shard = new ParameterShard({ shard: 0, dataDir: dir, logger, ...options });
+  const dataDir = await mkdtemp(join(tmpdir(), 'tributary-shard-'));
+  dirs.push(dataDir);
+  lines = [];
+  const logger: LineLogger = {
+    log: (m) => lines.push(`log ${m}`),
+    warn: (m) => lines.push(`warn ${m}`),
+    error: (m) => lines.push(`error ${m}`),
+  };
+  const shard = new ParameterShard({ shard: 0, dataDir, logger, ...options });
   const specJson = JSON.stringify({
     optimizer: { type: 'sgd', learningRate: 0.5 },
     training,
